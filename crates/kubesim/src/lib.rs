@@ -3,3 +3,4 @@
 
 pub mod errors;
 pub mod kinds;
+pub mod testdata;

@@ -2,6 +2,8 @@
 //! flow (`crate::api`) calls, in the same order the real API server's generic registry calls its
 //! `RESTCreateStrategy` / `RESTUpdateStrategy` hooks. Hooks are pure functions of JSON values.
 
+pub mod job;
+
 use serde_json::Value;
 
 use crate::errors::{ApiError, FieldErrors};

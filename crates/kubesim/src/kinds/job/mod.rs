@@ -1,0 +1,3 @@
+//! batch/v1 Jobs.
+
+pub mod indexes;
