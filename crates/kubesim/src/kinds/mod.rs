@@ -102,6 +102,27 @@ pub trait Strategy: Send + Sync + 'static {
     fn table(&self) -> Option<&'static TableSpec> {
         None
     }
+
+    /// The storage this resource's objects live in, as `(group, plural)`. Two served versions of the same
+    /// objects (core/v1 `events` and events.k8s.io/v1 `events`) name the same storage and convert.
+    fn storage(&self) -> (&str, &str) {
+        (&self.info().group, &self.info().plural)
+    }
+
+    /// Whether `to_storage`/`from_storage` do anything (skipped on the hot path when not).
+    fn converts(&self) -> bool {
+        false
+    }
+
+    /// Converts an object of this served version into the storage form (called after validation).
+    fn to_storage(&self, obj: Value) -> Value {
+        obj
+    }
+
+    /// Converts a stored object into this served version (for reads, lists and watch events).
+    fn from_storage(&self, stored: &Value) -> Value {
+        stored.clone()
+    }
 }
 
 /// A server-side printer: column definitions and a function that fills one row's cells.
