@@ -2,5 +2,8 @@
 //! benchmarks and sandbox.
 
 pub mod errors;
+pub mod gojson;
 pub mod kinds;
+pub mod selectors;
+pub mod store;
 pub mod testdata;

@@ -120,6 +120,7 @@ pub trait Strategy: Send + Sync + 'static {
     }
 
     /// Converts a stored object into this served version (for reads, lists and watch events).
+    #[allow(clippy::wrong_self_convention)] // `self` is the strategy, not the object converted
     fn from_storage(&self, stored: &Value) -> Value {
         stored.clone()
     }
