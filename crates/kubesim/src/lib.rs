@@ -2,5 +2,6 @@
 //! benchmarks and sandbox.
 
 pub mod errors;
+pub mod jobctl;
 pub mod kinds;
 pub mod testdata;
