@@ -23,6 +23,8 @@ use crate::kinds::job::indexes::IndexSet;
 
 /// `MaxPodCreateDeletePerSync`.
 const MAX_PER_SYNC: usize = 500;
+/// `MaxUncountedPods`: at most this many pods are added to `uncountedTerminatedPods` per sync.
+const MAX_UNCOUNTED: usize = 500;
 /// Time one slow-start batch of pod creations takes (API round trip), model seconds.
 const CREATE_BATCH_LATENCY: f64 = 0.015;
 
@@ -327,6 +329,7 @@ impl JobSim {
             .is_some_and(|f| f.kind != SUCCESS_CRITERIA_MET);
         let mut to_remove = Vec::new();
         let mut new_succeeded_ix = Vec::new();
+        let mut reached_max_uncounted = false;
         for &i in &order {
             let p = &ctx.snap[i];
             if !p.finalizer {
@@ -365,6 +368,13 @@ impl JobSim {
                 // When the Job fails, every pod not yet terminated counts as failed.
                 needs_flush = true;
                 st.unc_failed.push(p.uid.clone());
+            }
+            if new_succeeded_ix.len() + st.unc_succeeded.len() + st.unc_failed.len()
+                >= MAX_UNCOUNTED
+            {
+                // Keeps .status small; the next sync (status and pod events) carries on.
+                reached_max_uncounted = true;
+                break;
             }
         }
         if spec.indexed {
@@ -405,6 +415,7 @@ impl JobSim {
             uids_with_finalizer,
             terminal,
             terminating: ctx.terminating,
+            reached_max_uncounted,
         };
         if needs_flush {
             st.written = true;
@@ -436,8 +447,9 @@ impl JobSim {
         let mut st = cont.status;
         let mut with_finalizer = cont.uids_with_finalizer;
         let mut touched = false;
+        let pos = self.pod_positions();
         for uid in &cont.to_remove {
-            if let Some(p) = self.pod_mut(uid)
+            if let Some(p) = pos.get(uid).and_then(|&i| self.pods.get_mut(i))
                 && p.finalizer
             {
                 p.remove_finalizer(now, speed);
@@ -450,6 +462,7 @@ impl JobSim {
         }
         let mut needs_flush = clean_uncounted(&mut st, &with_finalizer);
         if let Some(term) = cont.terminal
+            && !cont.reached_max_uncounted
             && st.unc_succeeded.is_empty()
             && st.unc_failed.is_empty()
             && cont.terminating == 0
@@ -614,6 +627,7 @@ impl JobSim {
     ) -> (i32, i32) {
         let speed = self.cfg.speed;
         let mut n_ready = 0;
+        let pos = self.pod_positions();
         for &i in victims {
             let Some(snap) = ctx.snap.get(i) else {
                 continue;
@@ -621,7 +635,7 @@ impl JobSim {
             if snap.ready {
                 n_ready += 1;
             }
-            if let Some(p) = self.pod_mut(&snap.uid) {
+            if let Some(p) = pos.get(&snap.uid).and_then(|&j| self.pods.get_mut(j)) {
                 if drop_finalizer {
                     p.finalizer = false;
                 }

@@ -88,7 +88,8 @@ pub(crate) struct Behaviour {
     pub term: f64,
     /// Whether `term` hit the grace period (the container is SIGKILLed: exit 137).
     pub killed_at_grace: bool,
-    pub outcome: Outcome,
+    /// `sim/outcome` (an `@<seconds>` there replaces `sim/run-seconds`).
+    pub outcome: PlanEntry,
     /// `iN` / `nN` keys.
     pub plan: BTreeMap<String, PlanEntry>,
 }
@@ -123,9 +124,10 @@ impl Behaviour {
                 .unwrap_or(DEFAULT_RUN_SECONDS),
             term: term_wanted.min(grace),
             killed_at_grace: term_wanted > grace,
-            outcome: get(ANN_OUTCOME)
-                .and_then(parse_entry)
-                .map_or(Outcome::Succeed, |e| e.outcome),
+            outcome: get(ANN_OUTCOME).and_then(parse_entry).unwrap_or(PlanEntry {
+                outcome: Outcome::Succeed,
+                at: None,
+            }),
             plan,
         }
     }
@@ -136,10 +138,8 @@ impl Behaviour {
         let entry = index
             .and_then(|i| self.plan.get(&format!("i{i}")))
             .or_else(|| self.plan.get(&format!("n{ordinal}")));
-        match entry {
-            Some(e) => (e.outcome, e.at.unwrap_or(self.run)),
-            None => (self.outcome, self.run),
-        }
+        let e = entry.unwrap_or(&self.outcome);
+        (e.outcome, e.at.unwrap_or(self.run))
     }
 }
 

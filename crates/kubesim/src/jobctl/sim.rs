@@ -1,6 +1,6 @@
 //! `JobSim`: one Job's simulated pods plus its Job controller, driven by a virtual clock.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use jiff::Timestamp;
 use serde_json::Value;
@@ -55,6 +55,8 @@ pub(crate) struct Continuation {
     pub uids_with_finalizer: HashSet<String>,
     pub terminal: Option<Condition>,
     pub terminating: i32,
+    /// `MaxUncountedPods` was reached: the Job cannot be declared finished in this sync.
+    pub reached_max_uncounted: bool,
 }
 
 /// A write handed to the host whose fate is not known yet.
@@ -360,7 +362,12 @@ impl JobSim {
         }
     }
 
-    pub(crate) fn pod_mut(&mut self, uid: &str) -> Option<&mut Pod> {
-        self.pods.iter_mut().find(|p| p.uid == uid)
+    /// Positions of the pods by UID (one lookup table per batch of changes, not a scan per pod).
+    pub(crate) fn pod_positions(&self) -> HashMap<String, usize> {
+        self.pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.uid.clone(), i))
+            .collect()
     }
 }
