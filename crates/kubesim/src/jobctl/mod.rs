@@ -24,7 +24,8 @@
 //! ```
 //!
 //! `advance` pauses after every write so the host can report a rejection before anything else happens;
-//! the next `advance` call accepts the write. After a rejection the controller keeps its previous view
+//! the next `advance` call accepts the write ([`JobSim::advance_all`] is the shortcut for hosts that
+//! never reject). A write's `at` is the virtual instant the controller made it (<= `now`). After a rejection the controller keeps its previous view
 //! and retries with the workqueue rate limit (1 s, 2 s, 4 s ... 60 s), exactly like the real one.
 //! Spec changes (suspend, parallelism, activeDeadlineSeconds, backoffLimit, maxFailedIndexes,
 //! deletion ...) go through [`JobSim::observe`]. When a Job gets a `deletionTimestamp` the simulated
@@ -50,7 +51,10 @@
 //! (kubelet crash-loop delay 10 s doubling, at most 300 s) and the restarts count against
 //! `backoffLimit`. Malformed values fall back to the defaults. Pods are bound at once; the simulated
 //! kubelet adds the latencies seen in the recordings (50 ms to start, 10 ms to report an exit, 20 ms
-//! to report a kill, 30 ms to remove a finished deleted pod).
+//! to report a kill, 30 ms to remove a finished deleted pod), and the controller's pod creations go
+//! out in slow-start batches of 1, 2, 4 ... taking 15 ms each. Pod names are `<job>-<5 chars>`
+//! (Indexed: `<job>-<index>-<5 chars>`) and UIDs are UUID-shaped, both derived deterministically from
+//! the Job's UID and the pod's creation ordinal.
 //!
 //! # Controller model
 //!

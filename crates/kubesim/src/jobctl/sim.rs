@@ -96,7 +96,8 @@ pub struct JobSim {
 
 impl JobSim {
     /// A simulation for `job` (as stored: defaulted, with `metadata.uid`) created at `now`. The
-    /// controller reacts to the new Job right away (its first sync is ~50 ms later).
+    /// controller reacts to the new Job right away (its first sync is ~50 ms later). The Job is
+    /// expected to be new; one that is already Complete or Failed is left alone.
     pub fn new(job: &Value, now: Timestamp, cfg: &SimConfig) -> Self {
         let spec = JobSpec::parse(job);
         let mut status = Status::default();

@@ -989,11 +989,23 @@ fn fixed_139428_shows_the_intermediate_states_the_recording_lacks() {
 #[test]
 fn large_jobs_respect_the_per_sync_caps_and_stay_fast() {
     let spec = json!({"completions": 1200, "parallelism": 1200});
-    let mut h = Host::new(job(spec, json!({"sim/run-seconds": "1"})), &SimConfig::default());
+    let mut h = Host::new(
+        job(spec, json!({"sim/run-seconds": "1"})),
+        &SimConfig::default(),
+    );
     h.run_until(120.0);
     assert!(has(&h.status, "Complete"));
     assert_eq!(n(&h.status, "succeeded"), 1200);
     assert_eq!(h.sim.next_ordinal, 1200);
-    assert_eq!(n(&h.writes[0].1, "active"), 500, "MaxPodCreateDeletePerSync");
-    assert!(h.writes.iter().all(|(_, s)| uncounted(s, "succeeded") <= 500), "MaxUncountedPods");
+    assert_eq!(
+        n(&h.writes[0].1, "active"),
+        500,
+        "MaxPodCreateDeletePerSync"
+    );
+    assert!(
+        h.writes
+            .iter()
+            .all(|(_, s)| uncounted(s, "succeeded") <= 500),
+        "MaxUncountedPods"
+    );
 }
