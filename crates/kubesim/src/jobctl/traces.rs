@@ -28,7 +28,11 @@ pub(crate) struct Scenario {
 }
 
 pub(crate) fn scenarios() -> Vec<Scenario> {
-    let dir = fixtures_dir("job-traces");
+    scenarios_in("job-traces")
+}
+
+fn scenarios_in(sub: &str) -> Vec<Scenario> {
+    let dir = fixtures_dir(sub);
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -414,4 +418,30 @@ fn every_recorded_trace_is_reproduced() {
         ));
     }
     println!("{report}worst timing error {worst:.3}s");
+}
+
+/// `unscheduled/` repeats five scenarios with pods never bound (deleted pods vanish at once) and the
+/// same state sequences; the test actions there fire earlier (they wait for the pods to go), so the
+/// model replays them with `sim/term-seconds: 0`.
+#[test]
+fn unscheduled_recordings_have_the_same_sequences() {
+    let mut all = scenarios_in("job-traces/unscheduled");
+    assert!(all.len() >= 5, "found {}", all.len());
+    for sc in &mut all {
+        // An unbound pod's deletion has grace period 0: model it as a pod that stops at once.
+        sc.inputs["jobAsCreated"]["spec"]["template"]["metadata"]["annotations"]["sim/term-seconds"] =
+            json!("0");
+        let rec = recorded(sc);
+        let (lo, hi) = phase_bounds(sc);
+        let r = run(sc, (lo + hi) / 2.0, &SimConfig::default());
+        let same = rec.len() == r.states.len()
+            && rec.iter().zip(&r.states).all(|(a, b)| a.state == b.state);
+        assert!(
+            same,
+            "{}\nrecorded:\n{}simulated:\n{}",
+            sc.name,
+            describe(&rec),
+            describe(&r.states)
+        );
+    }
 }
