@@ -3,6 +3,7 @@
 
 pub mod errors;
 pub mod gojson;
+pub mod jobctl;
 pub mod kinds;
 pub mod selectors;
 pub mod store;
