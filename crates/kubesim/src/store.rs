@@ -455,8 +455,10 @@ mod tests {
             s.put(&t, "ns", n, obj(n), Precondition::MustNotExist)
                 .unwrap();
         }
-        // Only the last three events are kept: resuming from `first` (whose successor was dropped) fails.
-        assert!(s.watch(&t, Some(first.rv)).is_err());
+        // Only the last three events are kept: a client that has not seen `first` cannot resume, one that
+        // has can.
+        assert!(s.watch(&t, Some(first.rv - 1)).is_err());
+        assert_eq!(s.watch(&t, Some(first.rv)).unwrap().backlog.len(), 3);
         let w = s.watch(&t, Some(first.rv + 1)).unwrap();
         assert_eq!(
             w.backlog
