@@ -61,7 +61,11 @@ const STANDARD_FINALIZERS: [&str; 3] = ["kubernetes", "orphan", "foregroundDelet
 /// Core's `ValidateObjectMeta` for built-in kinds: name or generateName, name format (per `name_rule`),
 /// namespace, generation, labels, annotations, ownerReferences, finalizers, managedFields, then the
 /// kube finalizer-name rule. `meta` is the object's `metadata` (or `Value::Null`).
-pub fn validate_object_meta_create(meta: &Value, namespaced: bool, name_rule: NameRule) -> FieldErrors {
+pub fn validate_object_meta_create(
+    meta: &Value,
+    namespaced: bool,
+    name_rule: NameRule,
+) -> FieldErrors {
     validate_object_meta_create_with(
         meta,
         MetaOptions {
@@ -165,7 +169,10 @@ pub fn validate_object_meta_update(new_meta: &Value, old_meta: &Value) -> FieldE
     if get(old_meta, &["deletionTimestamp"]).is_some_and(|v| !v.is_null()) {
         errs.extend(validate_no_new_finalizers(new_meta, old_meta));
     }
-    if get_str(new_meta, &["resourceVersion"]).unwrap_or("").is_empty() {
+    if get_str(new_meta, &["resourceVersion"])
+        .unwrap_or("")
+        .is_empty()
+    {
         errs.push(FieldError::invalid(
             "metadata.resourceVersion",
             BadValue::Str(String::new()),
@@ -266,7 +273,11 @@ pub fn validate_labels(labels: Option<&Map<String, Value>>, field: &str) -> Fiel
         }
         let v = labels[k].as_str().unwrap_or("");
         for msg in is_valid_label_value(v) {
-            errs.push(FieldError::invalid(field, BadValue::Str(v.to_string()), msg));
+            errs.push(FieldError::invalid(
+                field,
+                BadValue::Str(v.to_string()),
+                msg,
+            ));
         }
     }
     errs
@@ -302,7 +313,11 @@ pub fn validate_finalizers(finalizers: Option<&[Value]>, field: &str) -> FieldEr
     for f in finalizers {
         let f = f.as_str().unwrap_or("");
         for msg in is_qualified_name(f) {
-            errs.push(FieldError::invalid(field, BadValue::Str(f.to_string()), msg));
+            errs.push(FieldError::invalid(
+                field,
+                BadValue::Str(f.to_string()),
+                msg,
+            ));
         }
         orphan |= f == "orphan";
         foreground |= f == "foregroundDeletion";
@@ -484,7 +499,8 @@ mod tests {
 
     #[test]
     fn namespace_name_rule_matches_the_recording() {
-        let errs = validate_object_meta_create(&json!({"name": "Bad_Name"}), false, NameRule::DnsLabel);
+        let errs =
+            validate_object_meta_create(&json!({"name": "Bad_Name"}), false, NameRule::DnsLabel);
         let s = ApiError::invalid("", "Namespace", "Bad_Name", &errs).to_status();
         assert_eq!(
             s["message"],
@@ -521,7 +537,10 @@ mod tests {
             false,
             NameRule::DnsLabel,
         );
-        assert_eq!(e[0].message(), "metadata.namespace: Forbidden: not allowed on this type");
+        assert_eq!(
+            e[0].message(),
+            "metadata.namespace: Forbidden: not allowed on this type"
+        );
     }
 
     #[test]
@@ -533,7 +552,9 @@ mod tests {
         );
         assert_eq!(
             e.iter().map(FieldError::message).collect::<Vec<_>>(),
-            ["metadata.finalizers[0]: Invalid value: \"nodomain\": name is neither a standard finalizer name nor is it fully qualified"]
+            [
+                "metadata.finalizers[0]: Invalid value: \"nodomain\": name is neither a standard finalizer name nor is it fully qualified"
+            ]
         );
         // Custom resources do not get core's rule.
         let e = validate_object_meta_create_with(
@@ -546,7 +567,9 @@ mod tests {
         );
         assert_eq!(
             e.iter().map(FieldError::message).collect::<Vec<_>>(),
-            ["metadata.finalizers: Invalid value: [\"nodomain\",\"orphan\",\"foregroundDeletion\"]: finalizer orphan and foregroundDeletion cannot be both set"]
+            [
+                "metadata.finalizers: Invalid value: [\"nodomain\",\"orphan\",\"foregroundDeletion\"]: finalizer orphan and foregroundDeletion cannot be both set"
+            ]
         );
         let e = validate_object_meta_create(
             &json!({"name": "x", "namespace": "n", "finalizers": ["a/b/c"]}),
@@ -566,7 +589,9 @@ mod tests {
         let e = validate_object_meta_update(&new, &old);
         assert_eq!(
             e.iter().map(FieldError::message).collect::<Vec<_>>(),
-            ["metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"courier.dev/new\"}"]
+            [
+                "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"courier.dev/new\"}"
+            ]
         );
         new["finalizers"] = json!([]);
         assert!(validate_object_meta_update(&new, &old).is_empty());
@@ -583,9 +608,18 @@ mod tests {
             .map(FieldError::message)
             .collect();
         assert_eq!(msgs.len(), 4, "{msgs:?}");
-        assert_eq!(msgs[0], "metadata.generation: Invalid value: 1: must not be decremented");
-        assert_eq!(msgs[1], "metadata.name: Invalid value: \"b\": field is immutable");
-        assert_eq!(msgs[2], "metadata.uid: Invalid value: \"u2\": field is immutable");
+        assert_eq!(
+            msgs[0],
+            "metadata.generation: Invalid value: 1: must not be decremented"
+        );
+        assert_eq!(
+            msgs[1],
+            "metadata.name: Invalid value: \"b\": field is immutable"
+        );
+        assert_eq!(
+            msgs[2],
+            "metadata.uid: Invalid value: \"u2\": field is immutable"
+        );
         assert!(msgs[3].starts_with("metadata.labels: Invalid value: \"b c\""));
         let mut bad_rv = old.clone();
         bad_rv["resourceVersion"] = json!("");
@@ -604,18 +638,37 @@ mod tests {
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].field, "metadata.labels");
         let big = "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT);
-        let e = validate_annotations(json!({"Upper.Case/Key": "v", "a": big}).as_object(), "metadata.annotations");
+        let e = validate_annotations(
+            json!({"Upper.Case/Key": "v", "a": big}).as_object(),
+            "metadata.annotations",
+        );
         assert_eq!(e.len(), 1);
-        assert_eq!(e[0].message(), "metadata.annotations: Too long: may not be more than 262144 bytes");
+        assert_eq!(
+            e[0].message(),
+            "metadata.annotations: Too long: may not be more than 262144 bytes"
+        );
         let refs = json!([
             {"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "u"},
             {"apiVersion": "", "kind": "", "name": "", "uid": "", "controller": true},
             {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u2", "controller": true}
         ]);
-        let e = validate_owner_references(refs.as_array().map(Vec::as_slice), "metadata.ownerReferences");
+        let e = validate_owner_references(
+            refs.as_array().map(Vec::as_slice),
+            "metadata.ownerReferences",
+        );
         let msgs: Vec<String> = e.iter().map(FieldError::message).collect();
-        assert_eq!(msgs[0], "metadata.ownerReferences: Invalid value: {\"apiVersion\":\"v1\",\"kind\":\"Event\",\"name\":\"e\",\"uid\":\"u\"}: /v1, Kind=Event is disallowed from being an owner");
-        assert_eq!(msgs[1], "metadata.ownerReferences.apiVersion: Invalid value: \"\": version must not be empty");
-        assert!(msgs[5].ends_with("Found \"true\" in references for / and Job/j"), "{}", msgs[5]);
+        assert_eq!(
+            msgs[0],
+            "metadata.ownerReferences: Invalid value: {\"apiVersion\":\"v1\",\"kind\":\"Event\",\"name\":\"e\",\"uid\":\"u\"}: /v1, Kind=Event is disallowed from being an owner"
+        );
+        assert_eq!(
+            msgs[1],
+            "metadata.ownerReferences.apiVersion: Invalid value: \"\": version must not be empty"
+        );
+        assert!(
+            msgs[5].ends_with("Found \"true\" in references for / and Job/j"),
+            "{}",
+            msgs[5]
+        );
     }
 }

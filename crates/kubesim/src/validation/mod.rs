@@ -70,10 +70,9 @@ pub fn parse_time(s: &str) -> Option<jiff::Timestamp> {
 /// precision (`"2025-06-01T10:00:00Z"`). An unparsable value is shown as the string it was.
 pub fn time_bad_value(raw: &str) -> crate::errors::BadValue {
     match parse_time(raw) {
-        Some(t) => crate::errors::BadValue::Raw(format!(
-            "\"{}\"",
-            t.strftime("%Y-%m-%dT%H:%M:%SZ")
-        )),
+        Some(t) => {
+            crate::errors::BadValue::Raw(format!("\"{}\"", t.strftime("%Y-%m-%dT%H:%M:%SZ")))
+        }
         None => crate::errors::BadValue::Str(raw.to_string()),
     }
 }
@@ -86,6 +85,33 @@ pub fn times_equal(a: Option<&str>, b: Option<&str>) -> bool {
             (Some(tx), Some(ty)) => tx == ty,
             _ => x == y,
         },
+        _ => false,
+    }
+}
+
+/// `apiequality.Semantic.DeepEqual` on decoded JSON: an absent field equals null (both decode to a Go
+/// zero value), and an empty list equals an absent one (apimachinery's DeepEqual treats nil and empty
+/// slices alike). Objects are compared key by key with the same rule.
+pub fn semantic_eq(a: Option<&Value>, b: Option<&Value>) -> bool {
+    fn unset(v: Option<&Value>) -> bool {
+        match v {
+            None | Some(Value::Null) => true,
+            Some(Value::Array(a)) => a.is_empty(),
+            _ => false,
+        }
+    }
+    match (a, b) {
+        _ if unset(a) && unset(b) => true,
+        (Some(Value::Object(x)), Some(Value::Object(y))) => {
+            x.iter().all(|(k, v)| semantic_eq(Some(v), y.get(k)))
+                && y.iter()
+                    .filter(|(k, _)| !x.contains_key(*k))
+                    .all(|(_, v)| unset(Some(v)))
+        }
+        (Some(Value::Array(x)), Some(Value::Array(y))) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| semantic_eq(Some(p), Some(q)))
+        }
+        (Some(x), Some(y)) => x == y,
         _ => false,
     }
 }

@@ -487,7 +487,10 @@ mod tests {
         assert!(is_valid_port_name("http").is_empty());
         assert_eq!(is_valid_port_name("80").len(), 1);
         assert_eq!(is_valid_port_name("-a--b").len(), 2);
-        assert_eq!(is_valid_port_num(0), vec!["must be between 1 and 65535, inclusive"]);
+        assert_eq!(
+            is_valid_port_num(0),
+            vec!["must be between 1 and 65535, inclusive"]
+        );
         assert!(is_relaxed_env_var_name("MY VAR.1").is_empty());
         assert_eq!(is_relaxed_env_var_name("A=B").len(), 1);
         assert_eq!(name_is_path_segment("..", false), vec!["may not be '..'"]);

@@ -177,7 +177,9 @@ impl Selector {
         match self {
             Self::Nothing => false,
             Self::Requirements(reqs) => reqs.iter().all(|RequirementRef(r)| {
-                let v = labels.and_then(|l| l.get(&r.key)).map(|v| v.as_str().unwrap_or(""));
+                let v = labels
+                    .and_then(|l| l.get(&r.key))
+                    .map(|v| v.as_str().unwrap_or(""));
                 match r.op {
                     Op::Equals | Op::In => v.is_some_and(|v| r.values.iter().any(|x| x == v)),
                     Op::NotIn => !v.is_some_and(|v| r.values.iter().any(|x| x == v)),
@@ -248,26 +250,37 @@ mod tests {
         assert!(s.matches(l));
         assert!(!parse(None).unwrap().matches(l));
         assert!(parse(Some(&json!({}))).unwrap().matches(None));
-        assert!(parse(Some(&json!({"matchExpressions": [{"key": "a", "operator": "Bad"}]}))).is_err());
+        assert!(
+            parse(Some(
+                &json!({"matchExpressions": [{"key": "a", "operator": "Bad"}]})
+            ))
+            .is_err()
+        );
         assert!(parse(Some(&json!({"matchLabels": {"a": "bad value"}}))).is_err());
     }
 
     #[test]
     fn formatting() {
         assert_eq!(
-            format_label_selector(Some(&json!({"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}}))),
+            format_label_selector(Some(
+                &json!({"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}})
+            )),
             "batch.kubernetes.io/controller-uid=u"
         );
         assert_eq!(
-            format_label_selector(Some(&json!({"matchLabels": {"z": "1"}, "matchExpressions": [
+            format_label_selector(Some(
+                &json!({"matchLabels": {"z": "1"}, "matchExpressions": [
                 {"key": "a", "operator": "In", "values": ["y", "x"]},
-                {"key": "b", "operator": "DoesNotExist"}]}))),
+                {"key": "b", "operator": "DoesNotExist"}]})
+            )),
             "a in (x,y),!b,z=1"
         );
         assert_eq!(format_label_selector(None), "<none>");
         assert_eq!(format_label_selector(Some(&json!({}))), "<none>");
         assert_eq!(
-            format_label_selector(Some(&json!({"matchExpressions": [{"key": "a", "operator": "X"}]}))),
+            format_label_selector(Some(
+                &json!({"matchExpressions": [{"key": "a", "operator": "X"}]})
+            )),
             "<error>"
         );
     }
@@ -285,8 +298,17 @@ mod tests {
         let msgs: Vec<String> = e.iter().map(FieldError::message).collect();
         assert_eq!(msgs.len(), 4);
         assert!(msgs[0].starts_with("spec.selector.matchLabels: Invalid value: \"b c\""));
-        assert_eq!(msgs[1], "spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'");
-        assert_eq!(msgs[2], "spec.selector.matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
-        assert_eq!(msgs[3], "spec.selector.matchExpressions[2].operator: Invalid value: \"Near\": not a valid selector operator");
+        assert_eq!(
+            msgs[1],
+            "spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"
+        );
+        assert_eq!(
+            msgs[2],
+            "spec.selector.matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+        );
+        assert_eq!(
+            msgs[3],
+            "spec.selector.matchExpressions[2].operator: Invalid value: \"Near\": not a valid selector operator"
+        );
     }
 }
