@@ -266,3 +266,152 @@ impl Strategy for JobStrategy {
         Some(&table::JOB_TABLE)
     }
 }
+
+/// A Job as a create would store it (defaulted, selector generated), for unit tests.
+#[cfg(test)]
+pub(crate) fn test_job(name: &str, spec: Value) -> Value {
+    let mut sp = json!({"template": {"spec": {"restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "registry.k8s.io/busybox:1.36"}]}}});
+    if let (Some(dst), Some(src)) = (sp.as_object_mut(), spec.as_object()) {
+        for (k, v) in src {
+            dst.insert(k.clone(), v.clone());
+        }
+    }
+    let mut job = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "ns", "uid": "00000000-0000-4000-8000-000000000001",
+                     "resourceVersion": "1", "creationTimestamp": "2025-06-01T09:00:00Z"},
+        "spec": sp});
+    let s = JobStrategy::new();
+    s.default(&mut job);
+    s.prepare_for_create(&mut job);
+    job
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prepare_for_create_generates_selector_labels_and_resets_status() {
+        let mut job = json!({"metadata": {"name": "j", "uid": "u"},
+            "spec": {"template": {"metadata": {"labels": {"app": "x", "job-name": "custom"}},
+                                  "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}},
+            "status": {"active": 3}});
+        let s = JobStrategy::new();
+        s.default(&mut job);
+        s.prepare_for_create(&mut job);
+        assert_eq!(job["status"], json!({}));
+        assert_eq!(job["metadata"]["generation"], 1);
+        assert_eq!(
+            job["spec"]["template"]["metadata"]["labels"],
+            json!({"app": "x", "job-name": "custom", "batch.kubernetes.io/job-name": "j",
+                   "controller-uid": "u", "batch.kubernetes.io/controller-uid": "u"})
+        );
+        assert_eq!(
+            job["spec"]["selector"],
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}})
+        );
+        // The Job had no labels, so it shares the template's (generated ones included).
+        assert_eq!(
+            job["metadata"]["labels"],
+            job["spec"]["template"]["metadata"]["labels"]
+        );
+        // The user's conflicting job-name label is reported by validation, not overwritten.
+        let errs = s.validate_create(&job);
+        assert_eq!(
+            errs.iter().map(|e| e.message()).collect::<Vec<_>>(),
+            [
+                "spec.template.metadata.labels[job-name]: Invalid value: {\"app\":\"x\",\"batch.kubernetes.io/controller-uid\":\"u\",\"batch.kubernetes.io/job-name\":\"j\",\"controller-uid\":\"u\",\"job-name\":\"custom\"}: must be 'j'"
+            ]
+        );
+    }
+
+    #[test]
+    fn explicit_job_labels_are_kept_and_manual_selectors_untouched() {
+        let job = test_job("j", json!({}));
+        assert_eq!(job["metadata"]["labels"]["job-name"], "j");
+        let mut labelled = json!({"metadata": {"name": "k", "uid": "u", "labels": {"app": "a"}},
+            "spec": {"manualSelector": true, "selector": {"matchLabels": {"app": "a"}},
+                     "template": {"metadata": {"labels": {"app": "a"}}}}});
+        let s = JobStrategy::new();
+        s.default(&mut labelled);
+        s.prepare_for_create(&mut labelled);
+        assert_eq!(labelled["metadata"]["labels"], json!({"app": "a"}));
+        assert_eq!(
+            labelled["spec"]["template"]["metadata"]["labels"],
+            json!({"app": "a"})
+        );
+        assert_eq!(
+            labelled["spec"]["selector"],
+            json!({"matchLabels": {"app": "a"}})
+        );
+    }
+
+    #[test]
+    fn a_long_name_does_not_leak_invalid_labels_onto_the_job() {
+        let name = "n".repeat(64);
+        let job = test_job(&name, json!({}));
+        assert!(job["metadata"].get("labels").is_none());
+        assert_eq!(JobStrategy::new().validate_create(&job).len(), 2);
+    }
+
+    #[test]
+    fn updates_keep_status_and_bump_generation_on_spec_change() {
+        let s = JobStrategy::new();
+        let mut old = test_job("j", json!({}));
+        old["status"] = json!({"active": 1});
+        let mut same = old.clone();
+        same["status"] = json!({"active": 9});
+        s.prepare_for_update(&mut same, &old);
+        assert_eq!(same["status"], json!({"active": 1}));
+        assert_eq!(same["metadata"]["generation"], 1);
+        let mut changed = old.clone();
+        changed["spec"]["parallelism"] = json!(4);
+        s.prepare_for_update(&mut changed, &old);
+        assert_eq!(changed["metadata"]["generation"], 2);
+        // Labels removed on update come back from the template (decode-time default).
+        let mut unlabelled = old.clone();
+        unlabelled["metadata"]["labels"] = json!({});
+        s.prepare_for_update(&mut unlabelled, &old);
+        assert_eq!(unlabelled["metadata"]["labels"], old["metadata"]["labels"]);
+    }
+
+    #[test]
+    fn status_writes_ignore_spec_and_drop_zero_counters() {
+        let s = JobStrategy::new();
+        let old = test_job("j", json!({}));
+        let mut new = old.clone();
+        new["spec"]["parallelism"] = json!(7);
+        new["metadata"]["labels"]["extra"] = json!("yes");
+        new["status"] = json!({"active": 0, "succeeded": 0, "failed": 0, "ready": 0, "terminating": 0,
+                               "completedIndexes": "", "conditions": [], "startTime": null,
+                               "uncountedTerminatedPods": {"succeeded": [], "failed": null}});
+        s.prepare_for_status_update(&mut new, &old);
+        assert_eq!(new["spec"], old["spec"]);
+        assert_eq!(new["metadata"]["labels"]["extra"], "yes");
+        assert_eq!(
+            new["status"],
+            json!({"ready": 0, "terminating": 0, "uncountedTerminatedPods": {}})
+        );
+        assert!(s.validate_status_update(&new, &old).is_empty());
+    }
+
+    #[test]
+    fn info_field_values_and_table() {
+        let s = JobStrategy::new();
+        assert_eq!(s.info().api_version(), "batch/v1");
+        assert_eq!(
+            s.info().storage_version_hash.as_deref(),
+            Some("mudhfqk/qZY=")
+        );
+        assert_eq!(s.info().categories, ["all"]);
+        assert!(s.info().short_names.is_empty());
+        assert_eq!(
+            s.field_value(&json!({"status": {"succeeded": 3}}), "status.successful")
+                .as_deref(),
+            Some("3")
+        );
+        assert_eq!(s.field_value(&json!({}), "status.active"), None);
+        assert_eq!(s.table().map(|t| t.columns.len()), Some(8));
+    }
+}
