@@ -17,6 +17,7 @@ pub mod defaults;
 pub mod goprint;
 pub mod indexes;
 pub mod podspec;
+pub mod quantity;
 pub mod status;
 pub mod table;
 pub mod validation;
@@ -26,8 +27,8 @@ mod fixture_tests;
 
 use serde_json::{Map, Value, json};
 
-use crate::errors::FieldErrors;
-use crate::kinds::{ResourceInfo, Strategy, TableSpec};
+use crate::errors::{ApiError, FieldErrors};
+use crate::kinds::{ResourceInfo, Strategy, TableSpec, Warnings};
 use crate::validation::{
     NameRule, get, get_i64, get_obj, get_str, semantic_eq, validate_labels,
     validate_object_meta_create, validate_object_meta_update_core,
@@ -160,9 +161,106 @@ fn normalize_status(job: &mut Value) {
     }
 }
 
+/// Canonicalises one quantity field in place (`resource_list`: also round up to a milli-unit).
+fn canonicalize_quantity(
+    v: &mut Value,
+    resource_list: bool,
+) -> Result<(), quantity::QuantityError> {
+    if let Some(q) = quantity::canonicalize_json(v, resource_list)? {
+        *v = q;
+    }
+    Ok(())
+}
+
+fn canonicalize_resource_list(list: Option<&mut Value>) -> Result<(), quantity::QuantityError> {
+    if let Some(m) = list.and_then(Value::as_object_mut) {
+        for v in m.values_mut() {
+            canonicalize_quantity(v, true)?;
+        }
+    }
+    Ok(())
+}
+
+fn canonicalize_divisor(holder: Option<&mut Value>) -> Result<(), quantity::QuantityError> {
+    if let Some(d) = holder
+        .and_then(|h| h.get_mut("resourceFieldRef"))
+        .and_then(|r| r.get_mut("divisor"))
+    {
+        canonicalize_quantity(d, false)?;
+    }
+    Ok(())
+}
+
+fn each_mut<'a>(v: Option<&'a mut Value>) -> impl Iterator<Item = &'a mut Value> {
+    v.and_then(Value::as_array_mut).into_iter().flatten()
+}
+
+/// Every `resource.Quantity` in a Job's pod template, decoded the way the codec does.
+fn canonicalize_quantities(job: &mut Value) -> Result<(), quantity::QuantityError> {
+    let Some(pod) = job
+        .get_mut("spec")
+        .and_then(|s| s.get_mut("template"))
+        .and_then(|t| t.get_mut("spec"))
+    else {
+        return Ok(());
+    };
+    for list in ["initContainers", "containers"] {
+        for c in each_mut(pod.get_mut(list)) {
+            if let Some(r) = c.get_mut("resources") {
+                canonicalize_resource_list(r.get_mut("limits"))?;
+                canonicalize_resource_list(r.get_mut("requests"))?;
+            }
+            for e in each_mut(c.get_mut("env")) {
+                canonicalize_divisor(e.get_mut("valueFrom"))?;
+            }
+        }
+    }
+    canonicalize_resource_list(pod.get_mut("overhead"))?;
+    if let Some(r) = pod.get_mut("resources") {
+        canonicalize_resource_list(r.get_mut("limits"))?;
+        canonicalize_resource_list(r.get_mut("requests"))?;
+    }
+    for vol in each_mut(pod.get_mut("volumes")) {
+        if let Some(sl) = vol.get_mut("emptyDir").and_then(|e| e.get_mut("sizeLimit"))
+            && !sl.is_null()
+        {
+            canonicalize_quantity(sl, false)?;
+        }
+        for item in each_mut(vol.get_mut("downwardAPI").and_then(|d| d.get_mut("items"))) {
+            canonicalize_divisor(Some(item))?;
+        }
+        for src in each_mut(vol.get_mut("projected").and_then(|p| p.get_mut("sources"))) {
+            for item in each_mut(src.get_mut("downwardAPI").and_then(|d| d.get_mut("items"))) {
+                canonicalize_divisor(Some(item))?;
+            }
+        }
+        if let Some(r) = vol
+            .get_mut("ephemeral")
+            .and_then(|e| e.get_mut("volumeClaimTemplate"))
+            .and_then(|t| t.get_mut("spec"))
+            .and_then(|s| s.get_mut("resources"))
+        {
+            canonicalize_resource_list(r.get_mut("limits"))?;
+            canonicalize_resource_list(r.get_mut("requests"))?;
+        }
+    }
+    Ok(())
+}
+
 impl Strategy for JobStrategy {
     fn info(&self) -> &ResourceInfo {
         &self.info
+    }
+
+    /// Quantities are parsed by the codec: a malformed one is a 400 before anything else, and the
+    /// stored form is canonical.
+    fn decode(&self, obj: &mut Value) -> Result<Warnings, ApiError> {
+        canonicalize_quantities(obj).map_err(|e| {
+            ApiError::bad_request(format!(
+                "Job in version \"v1\" cannot be handled as a Job: {e}"
+            ))
+        })?;
+        Ok(Vec::new())
     }
 
     fn default(&self, obj: &mut Value) {
@@ -394,6 +492,35 @@ mod tests {
             json!({"ready": 0, "terminating": 0, "uncountedTerminatedPods": {}})
         );
         assert!(s.validate_status_update(&new, &old).is_empty());
+    }
+
+    #[test]
+    fn decode_canonicalises_quantities() {
+        let s = JobStrategy::new();
+        let mut job = json!({"spec": {"template": {"spec": {
+            "containers": [{"name": "c", "resources": {"limits": {"cpu": 1, "memory": "1024Mi"}, "requests": {"cpu": "0.5"}},
+                            "env": [{"name": "E", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "divisor": "1000m"}}}]}],
+            "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "2048Ki"}}],
+            "overhead": {"cpu": "0.0001"}}}}});
+        assert!(s.decode(&mut job).unwrap().is_empty());
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["containers"][0]["resources"],
+            json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}})
+        );
+        assert_eq!(
+            pod["containers"][0]["env"][0]["valueFrom"]["resourceFieldRef"]["divisor"],
+            "1"
+        );
+        assert_eq!(pod["volumes"][0]["emptyDir"]["sizeLimit"], "2Mi");
+        assert_eq!(pod["overhead"]["cpu"], "1m");
+        let mut bad = json!({"spec": {"template": {"spec": {"containers": [{"resources": {"limits": {"memory": "1 GB"}}}]}}}});
+        let e = s.decode(&mut bad).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert_eq!(
+            e.message,
+            "Job in version \"v1\" cannot be handled as a Job: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        );
     }
 
     #[test]
