@@ -191,7 +191,7 @@ fn canonicalize_divisor(holder: Option<&mut Value>) -> Result<(), quantity::Quan
     Ok(())
 }
 
-fn each_mut<'a>(v: Option<&'a mut Value>) -> impl Iterator<Item = &'a mut Value> {
+fn each_mut(v: Option<&mut Value>) -> impl Iterator<Item = &mut Value> {
     v.and_then(Value::as_array_mut).into_iter().flatten()
 }
 
