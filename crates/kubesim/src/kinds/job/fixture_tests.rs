@@ -828,3 +828,23 @@ fn traces_managed_replay() {
     }
     assert!(writes > 100, "{writes} status writes replayed");
 }
+
+/// Server-side apply is generic; what it produces for an invalid spec is validated like any update,
+/// so the spec error is reported twice (`ValidateJob` and `ValidateJobSpecUpdate`).
+#[test]
+fn server_side_apply_invalid_update() {
+    let fx = load("apiserver", "server_side_apply.json");
+    let step = fx["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "apply invalid (negative parallelism)")
+        .unwrap();
+    let body = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "applied", "labels": {"owner": "fm2"}},
+        "spec": {"parallelism": 2, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "registry.k8s.io/busybox:1.36"}]}}}});
+    let stored = create(&body, None, &uuid(1)).unwrap();
+    let applied = merge(&stored, &json!({"spec": {"parallelism": -2}}));
+    check(step, &update(applied, &stored), "<gen:1>");
+}
