@@ -8,3 +8,4 @@ pub mod kinds;
 pub mod selectors;
 pub mod store;
 pub mod testdata;
+pub mod validation;
