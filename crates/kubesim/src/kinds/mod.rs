@@ -2,7 +2,17 @@
 //! flow (`crate::api`) calls, in the same order the real API server's generic registry calls its
 //! `RESTCreateStrategy` / `RESTUpdateStrategy` hooks. Hooks are pure functions of JSON values.
 
+pub mod common;
+pub mod configmap;
+pub mod crd;
+pub mod event;
 pub mod job;
+pub mod lease;
+pub mod namespace;
+pub mod secret;
+pub mod ssar;
+#[cfg(test)]
+pub(crate) mod testutil;
 
 use serde_json::Value;
 
@@ -45,6 +55,33 @@ impl ResourceInfo {
 
 /// A server-side warning (`Warning: 299 - "..."` header).
 pub type Warnings = Vec<String>;
+
+/// Which name function the kind's `ValidateObjectMeta` applies to `metadata.name` (and to
+/// `generateName` as a prefix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// `NameIsDNSSubdomain`: most kinds.
+    DnsSubdomain,
+    /// `ValidateNamespaceName`: a DNS-1123 label (Namespaces).
+    DnsLabel,
+    /// No kind-specific name check: only the generic `ValidatePathSegmentName` pass that
+    /// `rest.BeforeCreate` runs after the strategy's validation (core/v1 Events, whose legacy
+    /// validation never looks at the name).
+    PathSegmentOnly,
+}
+
+/// What a DELETE of one object does, for kinds whose registry overrides `Delete`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeleteAction {
+    /// The generic graceful-deletion flow (finalizers, propagation policy, removal).
+    Default,
+    /// Store this object instead (a new resourceVersion) and answer 200 with it: the first DELETE of
+    /// a Namespace (phase Terminating) or of a CRD (cleanup finalizer + Terminating condition).
+    Update(Value),
+    /// Answer 200 with the stored object unchanged (a Namespace already terminating whose
+    /// `spec.finalizers` are not empty yet).
+    Keep,
+}
 
 /// Per-kind behaviour. Every hook has a do-nothing default so a simple kind implements only what it needs.
 ///
@@ -122,6 +159,63 @@ pub trait Strategy: Send + Sync + 'static {
     /// Converts a stored object into this served version (for reads, lists and watch events).
     fn from_storage(&self, stored: &Value) -> Value {
         stored.clone()
+    }
+
+    /// The name rule of this kind's `ValidateObjectMeta` (see `NameRule`).
+    fn name_rule(&self) -> NameRule {
+        NameRule::DnsSubdomain
+    }
+
+    /// `AllowCreateOnUpdate`: a PUT of a missing object creates it (201) instead of answering 404.
+    /// True for Leases and Events; false for Jobs, Secrets, ConfigMaps, Namespaces, CRDs and CRs.
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// `AllowUnconditionalUpdate`: a PUT without `metadata.resourceVersion` overwrites. When false
+    /// (Leases, CRDs, CRs) such a PUT is a 422 built by `lease::unconditional_update_error`.
+    fn allow_unconditional_update(&self) -> bool {
+        true
+    }
+
+    /// `ConvertFieldLabel` for field selectors: the label to match on the *stored* object (events.k8s.io
+    /// maps `regarding.name` to `involvedObject.name`), or the BadRequest message. The default
+    /// accepts `metadata.name`, `metadata.namespace` and every field for which `field_value` of an empty
+    /// object answers `Some`, and words the refusal like batch/v1 does.
+    fn convert_field_label(&self, label: &str) -> Result<String, String> {
+        if label == "metadata.name"
+            || label == "metadata.namespace"
+            || self
+                .field_value(&Value::Object(Default::default()), label)
+                .is_some()
+        {
+            Ok(label.to_string())
+        } else {
+            Err(format!(
+                "field label {} not supported for {}",
+                crate::errors::go_quote(label),
+                self.info().kind
+            ))
+        }
+    }
+
+    /// Subresources other than `status` that discovery lists, as `(name, verbs)`
+    /// (`namespaces/finalize` with `["update"]`).
+    fn extra_subresources(&self) -> &'static [(&'static str, &'static [&'static str])] {
+        &[]
+    }
+
+    /// Registry-specific DELETE behaviour (`DeleteAction`); `options` is the request's
+    /// `DeleteOptions` body (or `{}`) and `now` the server time as RFC3339.
+    fn on_delete(&self, _stored: &Value, _options: &Value, _now: &str) -> DeleteAction {
+        DeleteAction::Default
+    }
+
+    /// Whether something beyond `metadata.finalizers` keeps a deleted object alive (a Namespace
+    /// with `spec.finalizers`). The generic "delete during update" check (`ShouldDeleteDuringUpdate`:
+    /// no finalizers left and a deletionTimestamp set) must also require this to be false.
+    fn pending_finalization(&self, _obj: &Value) -> bool {
+        false
     }
 }
 
