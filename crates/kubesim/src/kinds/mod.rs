@@ -219,6 +219,23 @@ pub trait Strategy: Send + Sync + 'static {
     }
 }
 
+/// The 422 for a PUT without `metadata.resourceVersion` on a kind whose strategy does not allow
+/// unconditional updates (`leases.coordination.k8s.io "x" is invalid: metadata.resourceVersion:
+/// Invalid value: 0: must be specified for an update`). The real registry qualifies the error with
+/// the *resource* (`leases.coordination.k8s.io`), not the kind, and prints the parsed version (0).
+pub fn unconditional_update_error(info: &ResourceInfo, name: &str) -> ApiError {
+    ApiError::invalid(
+        &info.group,
+        &info.plural,
+        name,
+        &[crate::errors::FieldError::invalid(
+            "metadata.resourceVersion",
+            crate::errors::BadValue::Int(0),
+            "must be specified for an update",
+        )],
+    )
+}
+
 /// A server-side printer: column definitions and a function that fills one row's cells.
 pub struct TableSpec {
     /// `(name, type, format, description, priority)`.
