@@ -5,6 +5,7 @@
 pub mod common;
 pub mod configmap;
 pub mod crd;
+pub mod customresource;
 pub mod event;
 pub mod job;
 pub mod lease;
