@@ -484,15 +484,20 @@ pub fn validate_value(
             sch_type == "number" && is_integral(as_f64(data)) && types.contains(&"integer");
         let is_int_float = sch_type == "integer" && types.contains(&"number");
         let matches = types.contains(&sch_type) || is_float_int || is_int_float;
-        if !is_string && !is_array && !format.is_empty() && !(matches || sch_format == format) {
+        // A non-string value under a format: the format must agree with the value's own.
+        let format_mismatch = !is_string && !is_array && !format.is_empty();
+        if format_mismatch && !matches && sch_format != format {
             errs.push(type_fail(path, format, sch_format));
-        } else if !(!types.contains(&"number")
-            && !types.contains(&"integer")
-            && !format.is_empty()
-            && (is_string || is_array))
-            && !matches
-        {
-            errs.push(type_fail(path, &types.join(","), sch_type));
+        } else if !matches {
+            // A string (or list) with a format is the format validator's business, unless the
+            // schema's type is numeric.
+            let format_decides = !types.contains(&"number")
+                && !types.contains(&"integer")
+                && !format.is_empty()
+                && (is_string || is_array);
+            if !format_decides {
+                errs.push(type_fail(path, &types.join(","), sch_type));
+            }
         }
     }
 

@@ -158,6 +158,8 @@ pub trait Strategy: Send + Sync + 'static {
     }
 
     /// Converts a stored object into this served version (for reads, lists and watch events).
+    // The name pairs with `to_storage`; it is a conversion *by* the strategy, so it takes `self`.
+    #[allow(clippy::wrong_self_convention)]
     fn from_storage(&self, stored: &Value) -> Value {
         stored.clone()
     }

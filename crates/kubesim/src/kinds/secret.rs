@@ -174,7 +174,7 @@ pub fn validate_secret(obj: &Value) -> FieldErrors {
     let has = |k: &str| data.is_some_and(|d| d.contains_key(k));
     let typ = common::str_at(obj, &["type"]);
     match typ {
-        TYPE_SERVICE_ACCOUNT_TOKEN => {
+        TYPE_SERVICE_ACCOUNT_TOKEN
             if common::str_at(
                 obj,
                 &[
@@ -183,13 +183,13 @@ pub fn validate_secret(obj: &Value) -> FieldErrors {
                     "kubernetes.io/service-account.name",
                 ],
             )
-            .is_empty()
-            {
-                errs.push(FieldError::required(
-                    key("metadata.annotations", "kubernetes.io/service-account.name"),
-                    "",
-                ));
-            }
+            .is_empty() =>
+        {
+            // Only the annotation is required; the token controller fills in the rest.
+            errs.push(FieldError::required(
+                key("metadata.annotations", "kubernetes.io/service-account.name"),
+                "",
+            ));
         }
         TYPE_DOCKERCFG | TYPE_DOCKER_CONFIG_JSON => {
             let k = if typ == TYPE_DOCKERCFG {
@@ -214,12 +214,10 @@ pub fn validate_secret(obj: &Value) -> FieldErrors {
                 }
             }
         }
-        TYPE_BASIC_AUTH => {
-            // Username or password may be empty, but one of the keys must be present.
-            if !has("username") && !has("password") {
-                errs.push(FieldError::required(key("data", "username"), ""));
-                errs.push(FieldError::required(key("data", "password"), ""));
-            }
+        // Username or password may be empty, but one of the keys must be present.
+        TYPE_BASIC_AUTH if !has("username") && !has("password") => {
+            errs.push(FieldError::required(key("data", "username"), ""));
+            errs.push(FieldError::required(key("data", "password"), ""));
         }
         TYPE_SSH_AUTH => {
             let empty = data
