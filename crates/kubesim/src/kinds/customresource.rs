@@ -1524,6 +1524,10 @@ impl Strategy for CustomResourceStrategy {
     fn allow_unconditional_update(&self) -> bool {
         false
     }
+
+    fn supports_strategic_merge_patch(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -467,6 +467,23 @@ mod tests {
         assert_eq!(got["metadata"]["labels"], want["metadata"]["labels"]);
     }
 
+    /// The name rule the generic ObjectMeta validation must apply (`NameRule::DnsLabel`), with the
+    /// wording of `common::is_dns1123_label`, reproduces "create namespace with invalid name".
+    #[test]
+    fn invalid_name_uses_the_label_rule() {
+        let f = fixture("namespaces.json");
+        let st = step(&f, "create namespace with invalid name");
+        assert_eq!(NamespaceStrategy::new().name_rule(), NameRule::DnsLabel);
+        let errs: Vec<FieldError> = common::is_dns1123_label("Bad_Name")
+            .into_iter()
+            .map(|m| FieldError::invalid("metadata.name", BadValue::Str("Bad_Name".into()), m))
+            .collect();
+        assert_eq!(
+            ApiError::invalid("", "Namespace", "Bad_Name", &errs).to_status(),
+            st["response"]["body"]
+        );
+    }
+
     #[test]
     fn delete_goes_terminating_then_keeps() {
         let f = fixture("namespaces.json");
