@@ -2,5 +2,9 @@
 //! benchmarks and sandbox.
 
 pub mod errors;
+pub mod gojson;
+pub mod jobctl;
 pub mod kinds;
+pub mod selectors;
+pub mod store;
 pub mod testdata;

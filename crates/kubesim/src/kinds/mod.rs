@@ -159,8 +159,7 @@ pub trait Strategy: Send + Sync + 'static {
     }
 
     /// Converts a stored object into this served version (for reads, lists and watch events).
-    // The name pairs with `to_storage`; it is a conversion *by* the strategy, so it takes `self`.
-    #[allow(clippy::wrong_self_convention)]
+    #[allow(clippy::wrong_self_convention)] // `self` is the strategy, not the object converted
     fn from_storage(&self, stored: &Value) -> Value {
         stored.clone()
     }
@@ -177,7 +176,7 @@ pub trait Strategy: Send + Sync + 'static {
     }
 
     /// `AllowUnconditionalUpdate`: a PUT without `metadata.resourceVersion` overwrites. When false
-    /// (Leases, CRDs, CRs) such a PUT is a 422 built by `lease::unconditional_update_error`.
+    /// (Leases, CRDs, CRs) such a PUT is a 422 built by `unconditional_update_error`.
     fn allow_unconditional_update(&self) -> bool {
         true
     }

@@ -1,0 +1,510 @@
+//! In-memory storage with etcd-like semantics: one cluster-wide resourceVersion counter, compare-and-swap
+//! writes, and per-resource event windows that watches resume from (older versions answer 410).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+/// Which storage a resource lives in: `(group, plural)`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableKey {
+    pub group: String,
+    pub plural: String,
+}
+
+impl TableKey {
+    pub fn new(group: &str, plural: &str) -> Self {
+        Self {
+            group: group.to_string(),
+            plural: plural.to_string(),
+        }
+    }
+}
+
+/// One stored object. `value` is the storage form without `kind`/`apiVersion` (lists omit them and
+/// single reads splice them in); `json` is its serialisation, encoded once per write.
+#[derive(Debug)]
+pub struct Stored {
+    pub rv: u64,
+    pub value: Value,
+    pub json: Bytes,
+}
+
+impl Stored {
+    fn new(rv: u64, mut value: Value) -> Arc<Self> {
+        if let Some(m) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+        Arc::new(Self { rv, value, json })
+    }
+
+    pub fn namespace(&self) -> &str {
+        self.value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    pub fn name(&self) -> &str {
+        self.value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    pub fn labels(&self) -> Option<&Value> {
+        self.value.pointer("/metadata/labels")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+/// A change, with the previous state so selector-filtered watches can tell "started/stopped matching".
+#[derive(Debug)]
+pub struct Event {
+    pub rv: u64,
+    pub kind: EventType,
+    pub obj: Arc<Stored>,
+    pub prev: Option<Arc<Stored>>,
+}
+
+/// Why a write did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    AlreadyExists,
+    NotFound,
+    /// The object's resourceVersion is not the expected one.
+    Conflict,
+}
+
+/// What must hold for a write to go ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precondition {
+    MustNotExist,
+    /// Must exist; if `Some`, with exactly this resourceVersion.
+    Exists(Option<u64>),
+}
+
+type ObjKey = (String, String);
+
+struct Table {
+    objects: BTreeMap<ObjKey, Arc<Stored>>,
+    log: VecDeque<Arc<Event>>,
+    /// Watches may resume from any version >= this one.
+    floor: u64,
+    tx: broadcast::Sender<Arc<Event>>,
+}
+
+impl Table {
+    fn new(floor: u64) -> Self {
+        let (tx, _) = broadcast::channel(WATCH_BUFFER);
+        Self {
+            objects: BTreeMap::new(),
+            log: VecDeque::new(),
+            floor,
+            tx,
+        }
+    }
+}
+
+/// Per-watch buffer: a watcher this far behind is closed and must resume (as the real server does with
+/// watchers that cannot keep up).
+const WATCH_BUFFER: usize = 1 << 16;
+
+/// Events kept per resource for watch resumption.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    pub max_events: usize,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self {
+            max_events: 200_000,
+        }
+    }
+}
+
+struct Inner {
+    rv: u64,
+    tables: HashMap<TableKey, Table>,
+}
+
+/// The store. Cheap to share (`Arc<Store>`); every write takes one short lock.
+pub struct Store {
+    inner: Mutex<Inner>,
+    retention: Retention,
+}
+
+/// A consistent read of a table.
+pub struct Snapshot {
+    pub rv: u64,
+    pub items: Vec<Arc<Stored>>,
+}
+
+/// Where a new watch starts.
+pub struct WatchStart {
+    /// Events after the requested version that are still retained, oldest first.
+    pub backlog: Vec<Arc<Event>>,
+    pub rx: broadcast::Receiver<Arc<Event>>,
+    /// The store's version when the watch was registered.
+    pub rv: u64,
+}
+
+impl Store {
+    pub fn new(retention: Retention) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                rv: 1,
+                tables: HashMap::new(),
+            }),
+            retention,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a table half-written (every write is a single
+        // insert/remove), so a poisoned lock is still consistent.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    pub fn get(&self, t: &TableKey, ns: &str, name: &str) -> Option<Arc<Stored>> {
+        let g = self.lock();
+        g.tables
+            .get(t)?
+            .objects
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Every object of the table in key order (namespace, name), optionally in one namespace, starting
+    /// after `after` (a `(namespace, name)` key, exclusive).
+    pub fn list(&self, t: &TableKey, ns: Option<&str>, after: Option<&ObjKey>) -> Snapshot {
+        let g = self.lock();
+        let rv = g.rv;
+        let Some(table) = g.tables.get(t) else {
+            return Snapshot {
+                rv,
+                items: Vec::new(),
+            };
+        };
+        let items = match (ns, after) {
+            (Some(ns), after) => {
+                let lo = after
+                    .cloned()
+                    .unwrap_or_else(|| (ns.to_string(), String::new()));
+                table
+                    .objects
+                    .range(lo..)
+                    .filter(|(k, _)| Some(*k) != after)
+                    .take_while(|((n, _), _)| n == ns)
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            }
+            (None, Some(after)) => table
+                .objects
+                .range(after.clone()..)
+                .filter(|(k, _)| *k != after)
+                .map(|(_, v)| v.clone())
+                .collect(),
+            (None, None) => table.objects.values().cloned().collect(),
+        };
+        Snapshot { rv, items }
+    }
+
+    /// Number of objects across every table (for stats).
+    pub fn count(&self) -> usize {
+        self.lock().tables.values().map(|t| t.objects.len()).sum()
+    }
+
+    /// Writes `value` at `(ns, name)` if `pre` holds, assigning the next resourceVersion.
+    pub fn put(
+        &self,
+        t: &TableKey,
+        ns: &str,
+        name: &str,
+        value: Value,
+        pre: Precondition,
+    ) -> Result<Arc<Stored>, StoreError> {
+        let mut g = self.lock();
+        let floor = g.rv;
+        let key = (ns.to_string(), name.to_string());
+        let prev = g.tables.get(t).and_then(|tb| tb.objects.get(&key).cloned());
+        match (pre, &prev) {
+            (Precondition::MustNotExist, Some(_)) => return Err(StoreError::AlreadyExists),
+            (Precondition::Exists(_), None) => return Err(StoreError::NotFound),
+            (Precondition::Exists(Some(rv)), Some(p)) if p.rv != rv => {
+                return Err(StoreError::Conflict);
+            }
+            _ => {}
+        }
+        g.rv += 1;
+        let rv = g.rv;
+        let stored = Stored::new(rv, value);
+        let retention = self.retention;
+        let table = g
+            .tables
+            .entry(t.clone())
+            .or_insert_with(|| Table::new(floor));
+        table.objects.insert(key, stored.clone());
+        let kind = if prev.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        publish(
+            table,
+            retention,
+            Event {
+                rv,
+                kind,
+                obj: stored.clone(),
+                prev,
+            },
+        );
+        Ok(stored)
+    }
+
+    /// Removes `(ns, name)` if it exists with the expected version; the DELETED event carries the last
+    /// state under a new resourceVersion, as etcd-backed watches do.
+    pub fn remove(
+        &self,
+        t: &TableKey,
+        ns: &str,
+        name: &str,
+        expect_rv: Option<u64>,
+    ) -> Result<Arc<Stored>, StoreError> {
+        let mut g = self.lock();
+        let key = (ns.to_string(), name.to_string());
+        let Some(prev) = g.tables.get(t).and_then(|tb| tb.objects.get(&key).cloned()) else {
+            return Err(StoreError::NotFound);
+        };
+        if expect_rv.is_some_and(|rv| rv != prev.rv) {
+            return Err(StoreError::Conflict);
+        }
+        g.rv += 1;
+        let rv = g.rv;
+        let gone = Stored::new(rv, prev.value.clone());
+        let retention = self.retention;
+        if let Some(table) = g.tables.get_mut(t) {
+            table.objects.remove(&key);
+            publish(
+                table,
+                retention,
+                Event {
+                    rv,
+                    kind: EventType::Deleted,
+                    obj: gone.clone(),
+                    prev: Some(prev),
+                },
+            );
+        }
+        Ok(gone)
+    }
+
+    /// Registers a watch on a table resuming after `from` (`None` = from now). `Err(oldest)` when
+    /// `from` is older than the retained window.
+    pub fn watch(&self, t: &TableKey, from: Option<u64>) -> Result<WatchStart, u64> {
+        let mut g = self.lock();
+        let rv = g.rv;
+        let table = g.tables.entry(t.clone()).or_insert_with(|| Table::new(rv));
+        let backlog = match from {
+            None => Vec::new(),
+            Some(from) => {
+                if from < table.floor {
+                    return Err(table.floor);
+                }
+                // The log is ordered by rv: skip what the client already has.
+                let start = table.log.partition_point(|e| e.rv <= from);
+                table.log.iter().skip(start).cloned().collect()
+            }
+        };
+        Ok(WatchStart {
+            backlog,
+            rx: table.tx.subscribe(),
+            rv,
+        })
+    }
+
+    /// "Compaction": forget every retained event so any older resourceVersion answers 410.
+    pub fn compact(&self) {
+        let mut g = self.lock();
+        let rv = g.rv;
+        for t in g.tables.values_mut() {
+            t.log.clear();
+            t.floor = rv;
+        }
+    }
+
+    /// Replaces every table's broadcast channel, which ends every open watch stream.
+    pub fn drop_watches(&self) {
+        let mut g = self.lock();
+        for t in g.tables.values_mut() {
+            let (tx, _) = broadcast::channel(WATCH_BUFFER);
+            t.tx = tx;
+        }
+    }
+
+    /// Receivers for every table (used by in-process controllers that follow all changes).
+    pub fn subscribe(&self, t: &TableKey) -> broadcast::Receiver<Arc<Event>> {
+        let mut g = self.lock();
+        let rv = g.rv;
+        g.tables
+            .entry(t.clone())
+            .or_insert_with(|| Table::new(rv))
+            .tx
+            .subscribe()
+    }
+}
+
+fn publish(table: &mut Table, retention: Retention, ev: Event) {
+    let ev = Arc::new(ev);
+    table.log.push_back(ev.clone());
+    while table.log.len() > retention.max_events {
+        if let Some(old) = table.log.pop_front() {
+            table.floor = old.rv;
+        }
+    }
+    // No receivers is fine: nobody is watching this table.
+    let _ = table.tx.send(ev);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(name: &str) -> Value {
+        json!({"metadata": {"name": name, "namespace": "ns"}})
+    }
+
+    #[test]
+    fn versions_are_global_and_cas_is_enforced() {
+        let s = Store::new(Retention::default());
+        let jobs = TableKey::new("batch", "jobs");
+        let secrets = TableKey::new("", "secrets");
+        let a = s
+            .put(&jobs, "ns", "a", obj("a"), Precondition::MustNotExist)
+            .unwrap();
+        let b = s
+            .put(&secrets, "ns", "b", obj("b"), Precondition::MustNotExist)
+            .unwrap();
+        assert_eq!(b.rv, a.rv + 1);
+        assert_eq!(
+            a.value["metadata"]["resourceVersion"],
+            json!(a.rv.to_string())
+        );
+        assert_eq!(
+            s.put(&jobs, "ns", "a", obj("a"), Precondition::MustNotExist)
+                .unwrap_err(),
+            StoreError::AlreadyExists
+        );
+        assert_eq!(
+            s.put(
+                &jobs,
+                "ns",
+                "a",
+                obj("a"),
+                Precondition::Exists(Some(a.rv - 1))
+            )
+            .unwrap_err(),
+            StoreError::Conflict
+        );
+        let a2 = s
+            .put(&jobs, "ns", "a", obj("a"), Precondition::Exists(Some(a.rv)))
+            .unwrap();
+        assert!(a2.rv > b.rv);
+        assert_eq!(
+            s.put(&jobs, "ns", "zz", obj("zz"), Precondition::Exists(None))
+                .unwrap_err(),
+            StoreError::NotFound
+        );
+    }
+
+    #[test]
+    fn watch_resumes_from_the_window_and_expires_below_it() {
+        let s = Store::new(Retention { max_events: 3 });
+        let t = TableKey::new("batch", "jobs");
+        let first = s
+            .put(&t, "ns", "a", obj("a"), Precondition::MustNotExist)
+            .unwrap();
+        for n in ["b", "c", "d"] {
+            s.put(&t, "ns", n, obj(n), Precondition::MustNotExist)
+                .unwrap();
+        }
+        // Only the last three events are kept: a client that has not seen `first` cannot resume, one that
+        // has can.
+        assert!(s.watch(&t, Some(first.rv - 1)).is_err());
+        assert_eq!(s.watch(&t, Some(first.rv)).unwrap().backlog.len(), 3);
+        let w = s.watch(&t, Some(first.rv + 1)).unwrap();
+        assert_eq!(
+            w.backlog
+                .iter()
+                .map(|e| e.obj.name().to_string())
+                .collect::<Vec<_>>(),
+            vec!["c", "d"]
+        );
+        s.compact();
+        assert!(s.watch(&t, Some(s.current_rv() - 1)).is_err());
+        assert!(s.watch(&t, Some(s.current_rv())).is_ok());
+    }
+
+    #[test]
+    fn delete_emits_the_last_state_under_a_new_version() {
+        let s = Store::new(Retention::default());
+        let t = TableKey::new("", "secrets");
+        let a = s
+            .put(&t, "ns", "a", obj("a"), Precondition::MustNotExist)
+            .unwrap();
+        let mut w = s.watch(&t, None).unwrap();
+        let gone = s.remove(&t, "ns", "a", Some(a.rv)).unwrap();
+        assert!(gone.rv > a.rv);
+        let ev = w.rx.try_recv().unwrap();
+        assert_eq!(ev.kind, EventType::Deleted);
+        assert_eq!(ev.obj.rv, gone.rv);
+        assert!(s.get(&t, "ns", "a").is_none());
+    }
+
+    #[test]
+    fn list_pages_by_key() {
+        let s = Store::new(Retention::default());
+        let t = TableKey::new("batch", "jobs");
+        for (ns, n) in [("a", "1"), ("a", "2"), ("b", "1")] {
+            s.put(
+                &t,
+                ns,
+                n,
+                json!({"metadata": {"name": n, "namespace": ns}}),
+                Precondition::MustNotExist,
+            )
+            .unwrap();
+        }
+        assert_eq!(s.list(&t, Some("a"), None).items.len(), 2);
+        let after = ("a".to_string(), "1".to_string());
+        assert_eq!(s.list(&t, Some("a"), Some(&after)).items.len(), 1);
+        assert_eq!(s.list(&t, None, Some(&after)).items.len(), 2);
+    }
+}
