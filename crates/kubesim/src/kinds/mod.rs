@@ -2,7 +2,18 @@
 //! flow (`crate::api`) calls, in the same order the real API server's generic registry calls its
 //! `RESTCreateStrategy` / `RESTUpdateStrategy` hooks. Hooks are pure functions of JSON values.
 
+pub mod common;
+pub mod configmap;
+pub mod crd;
+pub mod customresource;
+pub mod event;
 pub mod job;
+pub mod lease;
+pub mod namespace;
+pub mod secret;
+pub mod ssar;
+#[cfg(test)]
+pub(crate) mod testutil;
 
 use serde_json::Value;
 
@@ -45,6 +56,33 @@ impl ResourceInfo {
 
 /// A server-side warning (`Warning: 299 - "..."` header).
 pub type Warnings = Vec<String>;
+
+/// Which name function the kind's `ValidateObjectMeta` applies to `metadata.name` (and to
+/// `generateName` as a prefix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// `NameIsDNSSubdomain`: most kinds.
+    DnsSubdomain,
+    /// `ValidateNamespaceName`: a DNS-1123 label (Namespaces).
+    DnsLabel,
+    /// No kind-specific name check: only the generic `ValidatePathSegmentName` pass that
+    /// `rest.BeforeCreate` runs after the strategy's validation (core/v1 Events, whose legacy
+    /// validation never looks at the name).
+    PathSegmentOnly,
+}
+
+/// What a DELETE of one object does, for kinds whose registry overrides `Delete`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeleteAction {
+    /// The generic graceful-deletion flow (finalizers, propagation policy, removal).
+    Default,
+    /// Store this object instead (a new resourceVersion) and answer 200 with it: the first DELETE of
+    /// a Namespace (phase Terminating) or of a CRD (cleanup finalizer + Terminating condition).
+    Update(Value),
+    /// Answer 200 with the stored object unchanged (a Namespace already terminating whose
+    /// `spec.finalizers` are not empty yet).
+    Keep,
+}
 
 /// Per-kind behaviour. Every hook has a do-nothing default so a simple kind implements only what it needs.
 ///
@@ -92,8 +130,9 @@ pub trait Strategy: Send + Sync + 'static {
     }
 
     /// The value of a field-selector field for this object, or `None` when the field is not selectable
-    /// for this kind (answered `field label "x" not supported for <Kind>`). `metadata.name` and
-    /// `metadata.namespace` are handled by the caller.
+    /// for this kind. `field` is the label `convert_field_label` answered and `obj` the *stored* object
+    /// (they differ from the request's label and served form only for events.k8s.io/v1 Events).
+    /// `metadata.name` and `metadata.namespace` are handled by the caller.
     fn field_value(&self, _obj: &Value, _field: &str) -> Option<String> {
         None
     }
@@ -124,6 +163,86 @@ pub trait Strategy: Send + Sync + 'static {
     fn from_storage(&self, stored: &Value) -> Value {
         stored.clone()
     }
+
+    /// The name rule of this kind's `ValidateObjectMeta` (see `NameRule`).
+    fn name_rule(&self) -> NameRule {
+        NameRule::DnsSubdomain
+    }
+
+    /// `AllowCreateOnUpdate`: a PUT of a missing object creates it (201) instead of answering 404.
+    /// True for Leases and Events; false for Jobs, Secrets, ConfigMaps, Namespaces, CRDs and CRs.
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// `AllowUnconditionalUpdate`: a PUT without `metadata.resourceVersion` overwrites. When false
+    /// (Leases, CRDs, CRs) such a PUT is a 422 built by `unconditional_update_error`.
+    fn allow_unconditional_update(&self) -> bool {
+        true
+    }
+
+    /// `ConvertFieldLabel` for field selectors: the label to match on the *stored* object (events.k8s.io
+    /// maps `regarding.name` to `involvedObject.name`), or the BadRequest message. The default
+    /// accepts `metadata.name`, `metadata.namespace` and every field for which `field_value` of an empty
+    /// object answers `Some`, and words the refusal like batch/v1 does.
+    fn convert_field_label(&self, label: &str) -> Result<String, String> {
+        if label == "metadata.name"
+            || label == "metadata.namespace"
+            || self
+                .field_value(&Value::Object(Default::default()), label)
+                .is_some()
+        {
+            Ok(label.to_string())
+        } else {
+            Err(format!(
+                "field label {} not supported for {}",
+                crate::errors::go_quote(label),
+                self.info().kind
+            ))
+        }
+    }
+
+    /// Subresources other than `status` that discovery lists, as `(name, verbs)`
+    /// (`namespaces/finalize` with `["update"]`).
+    fn extra_subresources(&self) -> &'static [(&'static str, &'static [&'static str])] {
+        &[]
+    }
+
+    /// Registry-specific DELETE behaviour (`DeleteAction`); `options` is the request's
+    /// `DeleteOptions` body (or `{}`) and `now` the server time as RFC3339.
+    fn on_delete(&self, _stored: &Value, _options: &Value, _now: &str) -> DeleteAction {
+        DeleteAction::Default
+    }
+
+    /// Whether `application/strategic-merge-patch+json` is accepted. Custom resources have no
+    /// patch strategy metadata, so the real server answers 415 (crd.json "strategic-merge on CR").
+    fn supports_strategic_merge_patch(&self) -> bool {
+        true
+    }
+
+    /// Whether something beyond `metadata.finalizers` keeps a deleted object alive (a Namespace
+    /// with `spec.finalizers`). The generic "delete during update" check (`ShouldDeleteDuringUpdate`:
+    /// no finalizers left and a deletionTimestamp set) must also require this to be false.
+    fn pending_finalization(&self, _obj: &Value) -> bool {
+        false
+    }
+}
+
+/// The 422 for a PUT without `metadata.resourceVersion` on a kind whose strategy does not allow
+/// unconditional updates (`leases.coordination.k8s.io "x" is invalid: metadata.resourceVersion:
+/// Invalid value: 0: must be specified for an update`). The real registry qualifies the error with
+/// the *resource* (`leases.coordination.k8s.io`), not the kind, and prints the parsed version (0).
+pub fn unconditional_update_error(info: &ResourceInfo, name: &str) -> ApiError {
+    ApiError::invalid(
+        &info.group,
+        &info.plural,
+        name,
+        &[crate::errors::FieldError::invalid(
+            "metadata.resourceVersion",
+            crate::errors::BadValue::Int(0),
+            "must be specified for an update",
+        )],
+    )
 }
 
 /// A server-side printer: column definitions and a function that fills one row's cells.
@@ -131,4 +250,119 @@ pub struct TableSpec {
     /// `(name, type, format, description, priority)`.
     pub columns: &'static [(&'static str, &'static str, &'static str, &'static str, i32)],
     pub cells: fn(&Value) -> Vec<Value>,
+}
+
+/// The built-in kinds of this module other than Jobs, each served version once (core/v1 and
+/// events.k8s.io/v1 Events are two strategies over one storage). Custom resources are added per
+/// established CRD with `crd::served_versions`.
+pub fn other_builtins() -> Vec<std::sync::Arc<dyn Strategy>> {
+    vec![
+        std::sync::Arc::new(namespace::NamespaceStrategy::new()),
+        std::sync::Arc::new(secret::SecretStrategy::new()),
+        std::sync::Arc::new(configmap::ConfigMapStrategy::new()),
+        std::sync::Arc::new(event::EventStrategy::core()),
+        std::sync::Arc::new(event::EventStrategy::events_v1()),
+        std::sync::Arc::new(lease::LeaseStrategy::new()),
+        std::sync::Arc::new(crd::CrdStrategy::new()),
+        std::sync::Arc::new(ssar::SelfSubjectAccessReviewStrategy::new()),
+    ]
+}
+
+#[cfg(test)]
+mod discovery_tests {
+    use serde_json::{Value, json};
+
+    use super::testutil::fixture;
+
+    /// Every strategy's ResourceInfo against the recorded discovery documents (legacy lists carry
+    /// storageVersionHash; aggregated discovery covers groups the legacy steps did not fetch).
+    #[test]
+    fn resource_info_matches_recorded_discovery() {
+        let f = fixture("discovery.json");
+        let mut legacy: Vec<(String, Value)> = Vec::new();
+        let mut aggregated: Vec<(String, Value)> = Vec::new();
+        for st in f["steps"].as_array().unwrap() {
+            let body = &st["response"]["body"];
+            if let Some(gv) = body.get("groupVersion").and_then(Value::as_str) {
+                for r in body["resources"].as_array().unwrap() {
+                    legacy.push((format!("{gv}/{}", r["name"].as_str().unwrap()), r.clone()));
+                }
+            }
+            if st["name"].as_str().unwrap().contains("aggregated") {
+                for g in body["items"].as_array().unwrap() {
+                    let group = g["metadata"]["name"].as_str().unwrap_or("");
+                    for v in g["versions"].as_array().unwrap() {
+                        let gv = if group.is_empty() {
+                            v["version"].as_str().unwrap().to_string()
+                        } else {
+                            format!("{group}/{}", v["version"].as_str().unwrap())
+                        };
+                        for r in v["resources"].as_array().unwrap() {
+                            aggregated.push((
+                                format!("{gv}/{}", r["resource"].as_str().unwrap()),
+                                r.clone(),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let find = |list: &[(String, Value)], k: &str| {
+            list.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        };
+        for s in super::other_builtins() {
+            let i = s.info();
+            let id = format!("{}/{}", i.api_version(), i.plural);
+            let agg = find(&aggregated, &id)
+                .unwrap_or_else(|| panic!("{id} not in aggregated discovery"));
+            assert_eq!(json!(i.verbs), agg["verbs"], "{id} verbs");
+            assert_eq!(json!(i.singular), agg["singularResource"], "{id} singular");
+            assert_eq!(
+                agg["scope"],
+                if i.namespaced {
+                    "Namespaced"
+                } else {
+                    "Cluster"
+                },
+                "{id} scope"
+            );
+            assert_eq!(
+                agg.get("shortNames").cloned().unwrap_or(json!([])),
+                json!(i.short_names),
+                "{id} shortNames"
+            );
+            assert_eq!(
+                agg.get("categories").cloned().unwrap_or(json!([])),
+                json!(i.categories),
+                "{id} categories"
+            );
+            let subs: Vec<String> = agg
+                .get("subresources")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|s| s["subresource"].as_str().unwrap().to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert_eq!(
+                subs.contains(&"status".to_string()),
+                i.status_subresource,
+                "{id} status"
+            );
+            for (sub, verbs) in s.extra_subresources() {
+                assert!(subs.contains(&sub.to_string()), "{id}/{sub}");
+                let legacy_sub = find(&legacy, &format!("{id}/{sub}")).unwrap();
+                assert_eq!(json!(verbs), legacy_sub["verbs"]);
+            }
+            if let Some(l) = find(&legacy, &id) {
+                assert_eq!(
+                    l.get("storageVersionHash").cloned(),
+                    i.storage_version_hash.clone().map(Value::String),
+                    "{id} storageVersionHash"
+                );
+                assert_eq!(json!(i.kind), l["kind"]);
+            }
+        }
+    }
 }

@@ -1,0 +1,1053 @@
+//! Events: core/v1 `events` and events.k8s.io/v1 `events`, one storage (the core/v1 shape, which
+//! carries every field of the internal `core.Event`) served in two versions.
+//!
+//! Sources: `pkg/apis/events/v1/conversion.go` (regarding<->involvedObject, note<->message,
+//! deprecated* <-> source/firstTimestamp/lastTimestamp/count, reportingController<->reportingComponent),
+//! `pkg/apis/core/validation/events.go` (`ValidateEventCreate`/`ValidateEventUpdate`: legacy checks
+//! for core/v1, strict ones for events.k8s.io/v1), `pkg/registry/core/event/strategy.go`
+//! (`AllowCreateOnUpdate`/`AllowUnconditionalUpdate` true, selectable fields) and the field-label
+//! conversions of both versions. Output shapes follow the Go structs' `omitempty` tags, which the
+//! recordings (`events.json`) show: core/v1 always writes `source`, `firstTimestamp`,
+//! `lastTimestamp`, `eventTime`, `reportingComponent`, `reportingInstance`; events.k8s.io/v1 always
+//! writes `eventTime`, `regarding`, `deprecatedSource`, `deprecatedFirstTimestamp`,
+//! `deprecatedLastTimestamp`.
+
+use serde_json::{Map, Value, json};
+
+use super::common::{self, GoTime, TimeLayout};
+use super::{NameRule, ResourceInfo, Strategy, TableSpec, Warnings};
+use crate::errors::{ApiError, BadValue, FieldError, FieldErrors, go_quote};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventVersion {
+    /// core/v1 (`/api/v1/.../events`).
+    Core,
+    /// events.k8s.io/v1.
+    EventsV1,
+}
+
+pub struct EventStrategy {
+    version: EventVersion,
+    info: ResourceInfo,
+}
+
+impl EventStrategy {
+    pub fn core() -> Self {
+        Self::new(EventVersion::Core)
+    }
+
+    pub fn events_v1() -> Self {
+        Self::new(EventVersion::EventsV1)
+    }
+
+    fn new(version: EventVersion) -> Self {
+        let group = match version {
+            EventVersion::Core => "",
+            EventVersion::EventsV1 => "events.k8s.io",
+        };
+        Self {
+            version,
+            info: ResourceInfo {
+                group: group.into(),
+                version: "v1".into(),
+                kind: "Event".into(),
+                plural: "events".into(),
+                singular: "event".into(),
+                namespaced: true,
+                short_names: vec!["ev".into()],
+                categories: Vec::new(),
+                verbs: common::standard_verbs(),
+                status_subresource: false,
+                // Both versions name the same storage version (core/v1), hence the same hash.
+                storage_version_hash: Some("r2yiGXH7wu8=".into()),
+            },
+        }
+    }
+
+    pub fn version(&self) -> EventVersion {
+        self.version
+    }
+
+    /// The internal (storage) form of a body of this served version.
+    fn internal(&self, obj: &Value) -> Value {
+        match self.version {
+            EventVersion::Core => normalize_core(obj),
+            EventVersion::EventsV1 => to_core(obj),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shapes and conversion.
+
+const REF_FIELDS: &[&str] = &[
+    "kind",
+    "namespace",
+    "name",
+    "uid",
+    "apiVersion",
+    "resourceVersion",
+    "fieldPath",
+];
+
+/// An `ObjectReference` with its `omitempty` strings dropped.
+fn normalize_ref(v: Option<&Value>) -> Value {
+    let mut out = Map::new();
+    if let Some(Value::Object(m)) = v {
+        for f in REF_FIELDS {
+            if let Some(Value::String(s)) = m.get(*f)
+                && !s.is_empty()
+            {
+                out.insert((*f).to_string(), json!(s));
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+fn normalize_source(v: Option<&Value>) -> Value {
+    let mut out = Map::new();
+    if let Some(Value::Object(m)) = v {
+        for f in ["component", "host"] {
+            if let Some(Value::String(s)) = m.get(f)
+                && !s.is_empty()
+            {
+                out.insert(f.to_string(), json!(s));
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+fn non_empty_str(m: &Map<String, Value>, k: &str) -> Option<Value> {
+    match m.get(k) {
+        Some(Value::String(s)) if !s.is_empty() => Some(json!(s)),
+        _ => None,
+    }
+}
+
+fn time_or_null(m: &Map<String, Value>, k: &str) -> Value {
+    match m.get(k) {
+        Some(Value::String(s)) => json!(s),
+        _ => Value::Null,
+    }
+}
+
+fn non_zero_int(m: &Map<String, Value>, k: &str) -> Option<Value> {
+    m.get(k)
+        .and_then(Value::as_i64)
+        .filter(|n| *n != 0)
+        .map(|n| json!(n))
+}
+
+/// The canonical core/v1 form (what the server stores and writes back for core/v1).
+pub fn normalize_core(obj: &Value) -> Value {
+    let empty = Map::new();
+    let m = obj.as_object().unwrap_or(&empty);
+    let mut out = Map::new();
+    out.insert("kind".into(), json!("Event"));
+    out.insert("apiVersion".into(), json!("v1"));
+    if let Some(meta) = m.get("metadata") {
+        out.insert("metadata".into(), meta.clone());
+    }
+    out.insert(
+        "involvedObject".into(),
+        normalize_ref(m.get("involvedObject")),
+    );
+    for k in ["reason", "message"] {
+        if let Some(v) = non_empty_str(m, k) {
+            out.insert(k.into(), v);
+        }
+    }
+    out.insert("source".into(), normalize_source(m.get("source")));
+    out.insert("firstTimestamp".into(), time_or_null(m, "firstTimestamp"));
+    out.insert("lastTimestamp".into(), time_or_null(m, "lastTimestamp"));
+    if let Some(c) = non_zero_int(m, "count") {
+        out.insert("count".into(), c);
+    }
+    if let Some(t) = non_empty_str(m, "type") {
+        out.insert("type".into(), t);
+    }
+    out.insert("eventTime".into(), time_or_null(m, "eventTime"));
+    if let Some(Value::Object(series)) = m.get("series") {
+        let mut s = Map::new();
+        if let Some(c) = non_zero_int(series, "count") {
+            s.insert("count".into(), c);
+        }
+        s.insert(
+            "lastObservedTime".into(),
+            time_or_null(series, "lastObservedTime"),
+        );
+        out.insert("series".into(), Value::Object(s));
+    }
+    if let Some(a) = non_empty_str(m, "action") {
+        out.insert("action".into(), a);
+    }
+    if let Some(r) = m.get("related").filter(|r| r.is_object()) {
+        out.insert("related".into(), normalize_ref(Some(r)));
+    }
+    for k in ["reportingComponent", "reportingInstance"] {
+        out.insert(
+            k.into(),
+            json!(m.get(k).and_then(Value::as_str).unwrap_or("")),
+        );
+    }
+    Value::Object(out)
+}
+
+/// events.k8s.io/v1 -> the core/v1 (storage) form (`Convert_v1_Event_To_core_Event`).
+pub fn to_core(ev: &Value) -> Value {
+    let empty = Map::new();
+    let m = ev.as_object().unwrap_or(&empty);
+    let mut core = Map::new();
+    if let Some(meta) = m.get("metadata") {
+        core.insert("metadata".into(), meta.clone());
+    }
+    let copy = |core: &mut Map<String, Value>, from: &str, to: &str| {
+        if let Some(v) = m.get(from) {
+            core.insert(to.to_string(), v.clone());
+        }
+    };
+    copy(&mut core, "regarding", "involvedObject");
+    copy(&mut core, "reason", "reason");
+    copy(&mut core, "note", "message");
+    copy(&mut core, "deprecatedSource", "source");
+    copy(&mut core, "deprecatedFirstTimestamp", "firstTimestamp");
+    copy(&mut core, "deprecatedLastTimestamp", "lastTimestamp");
+    copy(&mut core, "deprecatedCount", "count");
+    copy(&mut core, "type", "type");
+    copy(&mut core, "eventTime", "eventTime");
+    copy(&mut core, "series", "series");
+    copy(&mut core, "action", "action");
+    copy(&mut core, "related", "related");
+    copy(&mut core, "reportingController", "reportingComponent");
+    copy(&mut core, "reportingInstance", "reportingInstance");
+    normalize_core(&Value::Object(core))
+}
+
+/// The stored (core/v1) form -> events.k8s.io/v1 (`Convert_core_Event_To_v1_Event`).
+pub fn to_events_v1(stored: &Value) -> Value {
+    let core = normalize_core(stored);
+    let empty = Map::new();
+    let m = core.as_object().unwrap_or(&empty);
+    let mut out = Map::new();
+    out.insert("kind".into(), json!("Event"));
+    out.insert("apiVersion".into(), json!("events.k8s.io/v1"));
+    if let Some(meta) = m.get("metadata") {
+        out.insert("metadata".into(), meta.clone());
+    }
+    out.insert("eventTime".into(), time_or_null(m, "eventTime"));
+    if let Some(Value::Object(series)) = m.get("series") {
+        // events.k8s.io/v1 EventSeries has no omitempty.
+        out.insert(
+            "series".into(),
+            json!({
+                "count": series.get("count").and_then(Value::as_i64).unwrap_or(0),
+                "lastObservedTime": time_or_null(series, "lastObservedTime"),
+            }),
+        );
+    }
+    if let Some(v) = non_empty_str(m, "reportingComponent") {
+        out.insert("reportingController".into(), v);
+    }
+    for k in ["reportingInstance", "action", "reason"] {
+        if let Some(v) = non_empty_str(m, k) {
+            out.insert(k.into(), v);
+        }
+    }
+    out.insert("regarding".into(), normalize_ref(m.get("involvedObject")));
+    if let Some(r) = m.get("related") {
+        out.insert("related".into(), r.clone());
+    }
+    if let Some(v) = non_empty_str(m, "message") {
+        out.insert("note".into(), v);
+    }
+    if let Some(v) = non_empty_str(m, "type") {
+        out.insert("type".into(), v);
+    }
+    out.insert("deprecatedSource".into(), normalize_source(m.get("source")));
+    out.insert(
+        "deprecatedFirstTimestamp".into(),
+        time_or_null(m, "firstTimestamp"),
+    );
+    out.insert(
+        "deprecatedLastTimestamp".into(),
+        time_or_null(m, "lastTimestamp"),
+    );
+    if let Some(c) = non_zero_int(m, "count") {
+        out.insert("deprecatedCount".into(), c);
+    }
+    Value::Object(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding: the Time / MicroTime fields of each version.
+
+fn decode_event(obj: &mut Value, version: EventVersion) -> Result<(), String> {
+    let Some(m) = obj.as_object_mut() else {
+        return Ok(());
+    };
+    let (times, micro): (&[&str], &[&str]) = match version {
+        EventVersion::Core => (&["firstTimestamp", "lastTimestamp"], &["eventTime"]),
+        EventVersion::EventsV1 => (
+            &["deprecatedFirstTimestamp", "deprecatedLastTimestamp"],
+            &["eventTime"],
+        ),
+    };
+    for k in times {
+        common::normalize_time_field(m, k, TimeLayout::Rfc3339)?;
+    }
+    for k in micro {
+        common::normalize_time_field(m, k, TimeLayout::Rfc3339Micro)?;
+    }
+    if let Some(Value::Object(series)) = m.get_mut("series") {
+        common::normalize_time_field(series, "lastObservedTime", TimeLayout::Rfc3339Micro)?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation (on the internal = core/v1 form).
+
+const REPORTING_INSTANCE_LIMIT: usize = 128;
+const ACTION_LIMIT: usize = 128;
+const REASON_LIMIT: usize = 128;
+const NOTE_LIMIT: usize = 1024;
+
+fn is_zero_time(core: &Value, k: &str) -> bool {
+    core.get(k).is_none_or(Value::is_null)
+}
+
+/// `legacyValidateEvent`: what every Event must satisfy, whatever the version.
+pub fn legacy_validate(core: &Value) -> FieldErrors {
+    let mut errs = Vec::new();
+    let ns = common::metadata_namespace(core);
+    let io_ns = common::str_at(core, &["involvedObject", "namespace"]);
+    let mismatch = |errs: &mut FieldErrors| {
+        errs.push(FieldError::invalid(
+            "involvedObject.namespace",
+            BadValue::Str(io_ns.into()),
+            "does not match event.namespace",
+        ))
+    };
+    if is_zero_time(core, "eventTime") {
+        // Old-style events: the namespaces must agree ("" or "default" for cluster-scoped subjects).
+        if io_ns.is_empty() {
+            if !ns.is_empty() && ns != "default" {
+                mismatch(&mut errs);
+            }
+        } else if ns != io_ns {
+            mismatch(&mut errs);
+        }
+    } else {
+        if io_ns.is_empty() && ns != "default" && ns != "kube-system" {
+            mismatch(&mut errs);
+        }
+        let rc = common::str_at(core, &["reportingComponent"]);
+        if rc.is_empty() {
+            errs.push(FieldError::required("reportingController", ""));
+        }
+        for msg in common::is_qualified_name(rc) {
+            errs.push(FieldError::invalid(
+                "reportingController",
+                BadValue::Str(rc.into()),
+                msg,
+            ));
+        }
+        let ri = common::str_at(core, &["reportingInstance"]);
+        if ri.is_empty() {
+            errs.push(FieldError::required("reportingInstance", ""));
+        }
+        if ri.len() > REPORTING_INSTANCE_LIMIT {
+            errs.push(FieldError::invalid(
+                "reportingInstance",
+                BadValue::Str(String::new()),
+                format!("can have at most {REPORTING_INSTANCE_LIMIT} characters"),
+            ));
+        }
+        let action = common::str_at(core, &["action"]);
+        if action.is_empty() {
+            errs.push(FieldError::required("action", ""));
+        }
+        if action.len() > ACTION_LIMIT {
+            errs.push(FieldError::invalid(
+                "action",
+                BadValue::Str(String::new()),
+                format!("can have at most {ACTION_LIMIT} characters"),
+            ));
+        }
+        let reason = common::str_at(core, &["reason"]);
+        if reason.is_empty() {
+            errs.push(FieldError::required("reason", ""));
+        }
+        if reason.len() > REASON_LIMIT {
+            errs.push(FieldError::invalid(
+                "reason",
+                BadValue::Str(String::new()),
+                format!("can have at most {REASON_LIMIT} characters"),
+            ));
+        }
+        if common::str_at(core, &["message"]).len() > NOTE_LIMIT {
+            errs.push(FieldError::invalid(
+                "message",
+                BadValue::Str(String::new()),
+                format!("can have at most {NOTE_LIMIT} characters"),
+            ));
+        }
+    }
+    for msg in common::is_dns1123_subdomain(ns) {
+        errs.push(FieldError::invalid(
+            "namespace",
+            BadValue::Str(ns.into()),
+            msg,
+        ));
+    }
+    errs
+}
+
+/// `validateV1EventSeries`.
+fn validate_series(core: &Value) -> FieldErrors {
+    let mut errs = Vec::new();
+    if let Some(series) = core.get("series").filter(|s| s.is_object()) {
+        if series.get("count").and_then(Value::as_i64).unwrap_or(0) < 2 {
+            errs.push(FieldError::invalid(
+                "series.count",
+                BadValue::Str(String::new()),
+                "should be at least 2",
+            ));
+        }
+        if series.get("lastObservedTime").is_none_or(Value::is_null) {
+            errs.push(FieldError::required("series.lastObservedTime", ""));
+        }
+    }
+    errs
+}
+
+/// `ValidateEventCreate` (ObjectMeta checks excluded: the generic flow runs them).
+pub fn validate_create(core: &Value, version: EventVersion) -> FieldErrors {
+    let mut errs = legacy_validate(core);
+    if version == EventVersion::Core {
+        // No further validation for backwards compatibility.
+        return errs;
+    }
+    errs.extend(validate_series(core));
+    if is_zero_time(core, "eventTime") {
+        errs.push(FieldError::required("eventTime", ""));
+    }
+    let typ = common::str_at(core, &["type"]);
+    if typ != "Normal" && typ != "Warning" {
+        errs.push(FieldError::invalid(
+            "type",
+            BadValue::Str(String::new()),
+            format!("has invalid value: {typ}"),
+        ));
+    }
+    for k in ["firstTimestamp", "lastTimestamp"] {
+        if !is_zero_time(core, k) {
+            errs.push(FieldError::invalid(
+                k,
+                BadValue::Str(String::new()),
+                "needs to be unset",
+            ));
+        }
+    }
+    if core.get("count").and_then(Value::as_i64).unwrap_or(0) != 0 {
+        errs.push(FieldError::invalid(
+            "count",
+            BadValue::Str(String::new()),
+            "needs to be unset",
+        ));
+    }
+    if !common::str_at(core, &["source", "component"]).is_empty()
+        || !common::str_at(core, &["source", "host"]).is_empty()
+    {
+        errs.push(FieldError::invalid(
+            "source",
+            BadValue::Str(String::new()),
+            "needs to be unset",
+        ));
+    }
+    errs
+}
+
+/// Go's `%#v` of an internal `core.ObjectReference`.
+fn go_ref_repr(r: &Value) -> String {
+    let f = |k: &str| go_quote(common::str_at(r, &[k]));
+    format!(
+        "core.ObjectReference{{Kind:{}, Namespace:{}, Name:{}, UID:{}, APIVersion:{}, ResourceVersion:{}, FieldPath:{}}}",
+        f("kind"),
+        f("namespace"),
+        f("name"),
+        f("uid"),
+        f("apiVersion"),
+        f("resourceVersion"),
+        f("fieldPath")
+    )
+}
+
+/// `Time.String()` of a stored timestamp (zero time when null).
+fn go_time_repr(v: Option<&Value>) -> String {
+    let t = v
+        .and_then(Value::as_str)
+        .and_then(|s| {
+            common::go_parse_time(s, TimeLayout::Rfc3339Micro)
+                .or_else(|_| common::go_parse_time(s, TimeLayout::Rfc3339))
+                .ok()
+        })
+        .unwrap_or_else(GoTime::zero);
+    t.go_string()
+}
+
+/// `ValidateEventUpdate` (ObjectMeta update checks excluded).
+pub fn validate_update(new: &Value, old: &Value, version: EventVersion) -> FieldErrors {
+    let mut errs = legacy_validate(new);
+    if version == EventVersion::Core {
+        return errs;
+    }
+    if new.get("series") != old.get("series") {
+        errs.extend(validate_series(new));
+    }
+    let mut immutable = |path: &str, changed: bool, value: BadValue| {
+        if changed {
+            errs.push(FieldError::invalid(path, value, "field is immutable"));
+        }
+    };
+    let differs = |k: &str| new.get(k) != old.get(k);
+    let s = |k: &str| BadValue::Str(common::str_at(new, &[k]).to_string());
+    immutable(
+        "involvedObject",
+        differs("involvedObject"),
+        BadValue::Raw(go_ref_repr(&new["involvedObject"])),
+    );
+    immutable("reason", differs("reason"), s("reason"));
+    immutable("message", differs("message"), s("message"));
+    immutable(
+        "source",
+        differs("source"),
+        BadValue::Raw(format!(
+            "core.EventSource{{Component:{}, Host:{}}}",
+            go_quote(common::str_at(new, &["source", "component"])),
+            go_quote(common::str_at(new, &["source", "host"]))
+        )),
+    );
+    for k in ["firstTimestamp", "lastTimestamp"] {
+        immutable(k, differs(k), BadValue::Raw(go_time_repr(new.get(k))));
+    }
+    immutable(
+        "count",
+        differs("count"),
+        BadValue::Int(new.get("count").and_then(Value::as_i64).unwrap_or(0)),
+    );
+    // The real validator checks `reason` twice; both causes are reported.
+    immutable("reason", differs("reason"), s("reason"));
+    immutable("type", differs("type"), s("type"));
+    immutable(
+        "eventTime",
+        differs("eventTime"),
+        BadValue::Raw(go_time_repr(new.get("eventTime"))),
+    );
+    immutable("action", differs("action"), s("action"));
+    immutable(
+        "related",
+        differs("related"),
+        match new.get("related") {
+            Some(r) if r.is_object() => BadValue::Raw(go_ref_repr(r)),
+            _ => BadValue::Null,
+        },
+    );
+    immutable(
+        "reportingController",
+        differs("reportingComponent"),
+        s("reportingComponent"),
+    );
+    immutable(
+        "reportingInstance",
+        differs("reportingInstance"),
+        s("reportingInstance"),
+    );
+    errs
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field selectors (on the stored form).
+
+/// `ToSelectableFields` of the event registry, for a stored Event and an internal label.
+pub fn selectable_field(stored: &Value, label: &str) -> Option<String> {
+    if let Some(f) = label.strip_prefix("involvedObject.") {
+        return REF_FIELDS
+            .contains(&f)
+            .then(|| common::str_at(stored, &["involvedObject", f]).to_string());
+    }
+    match label {
+        "reason" | "type" | "reportingComponent" => {
+            Some(common::str_at(stored, &[label]).to_string())
+        }
+        "source" => {
+            let component = common::str_at(stored, &["source", "component"]);
+            Some(if component.is_empty() {
+                common::str_at(stored, &["reportingComponent"]).to_string()
+            } else {
+                component.to_string()
+            })
+        }
+        _ => None,
+    }
+}
+
+impl Strategy for EventStrategy {
+    fn info(&self) -> &ResourceInfo {
+        &self.info
+    }
+
+    fn decode(&self, obj: &mut Value) -> Result<Warnings, ApiError> {
+        decode_event(obj, self.version).map_err(|e| common::decode_error("Event", "v1", &e))?;
+        Ok(Vec::new())
+    }
+
+    fn validate_create(&self, obj: &Value) -> FieldErrors {
+        validate_create(&self.internal(obj), self.version)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> FieldErrors {
+        // `old` may arrive in either form; normalising the stored form is idempotent.
+        let old_core = if old.get("regarding").is_some() || old.get("note").is_some() {
+            to_core(old)
+        } else {
+            normalize_core(old)
+        };
+        validate_update(&self.internal(new), &old_core, self.version)
+    }
+
+    /// `field` is the internal label `convert_field_label` answered; `obj` the stored Event.
+    fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
+        selectable_field(obj, field)
+    }
+
+    fn convert_field_label(&self, label: &str) -> Result<String, String> {
+        let mapped = match (self.version, label) {
+            (_, "metadata.namespace" | "metadata.name" | "reason" | "type") => {
+                Some(label.to_string())
+            }
+            (EventVersion::Core, "reportingComponent" | "source") => Some(label.to_string()),
+            (EventVersion::Core, l) if l.starts_with("involvedObject.") => REF_FIELDS
+                .contains(&&l["involvedObject.".len()..])
+                .then(|| l.to_string()),
+            (EventVersion::EventsV1, "reportingController") => Some("reportingComponent".into()),
+            (EventVersion::EventsV1, l) if l.starts_with("regarding.") => {
+                let f = &l["regarding.".len()..];
+                REF_FIELDS
+                    .contains(&f)
+                    .then(|| format!("involvedObject.{f}"))
+            }
+            _ => None,
+        };
+        mapped.ok_or_else(|| common::field_label_not_supported(label))
+    }
+
+    fn table(&self) -> Option<&'static TableSpec> {
+        Some(&EVENT_TABLE)
+    }
+
+    fn name_rule(&self) -> NameRule {
+        match self.version {
+            // Legacy validation never checks the name; only the generic path-segment check applies.
+            EventVersion::Core => NameRule::PathSegmentOnly,
+            EventVersion::EventsV1 => NameRule::DnsSubdomain,
+        }
+    }
+
+    fn allow_create_on_update(&self) -> bool {
+        true
+    }
+
+    fn storage(&self) -> (&str, &str) {
+        ("", "events")
+    }
+
+    fn converts(&self) -> bool {
+        true
+    }
+
+    fn to_storage(&self, obj: Value) -> Value {
+        self.internal(&obj)
+    }
+
+    fn from_storage(&self, stored: &Value) -> Value {
+        match self.version {
+            EventVersion::Core => normalize_core(stored),
+            EventVersion::EventsV1 => to_events_v1(stored),
+        }
+    }
+}
+
+static EVENT_TABLE: TableSpec = TableSpec {
+    columns: &[
+        (
+            "Last Seen",
+            "string",
+            "",
+            "The time at which the most recent occurrence of this event was recorded.",
+            0,
+        ),
+        (
+            "Type",
+            "string",
+            "",
+            "Type of this event (Normal, Warning), new types could be added in the future",
+            0,
+        ),
+        (
+            "Reason",
+            "string",
+            "",
+            "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
+            0,
+        ),
+        (
+            "Object",
+            "string",
+            "",
+            "The object that this event is about.",
+            0,
+        ),
+        (
+            "Subobject",
+            "string",
+            "",
+            "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement, such as desiredState.manifest.containers[2]. For example, if the object reference is to a container within a pod, this would take on a value like: \"spec.containers{name}\" (where \"name\" refers to the name of the container that triggered the event) or if no container name is specified \"spec.containers[2]\" (container with index 2 in this pod). This syntax is chosen only to have some well-defined way of referencing a part of an object.",
+            1,
+        ),
+        (
+            "Source",
+            "string",
+            "",
+            "The component reporting this event. Should be a short machine understandable string.",
+            1,
+        ),
+        (
+            "Message",
+            "string",
+            "",
+            "A human-readable description of the status of this operation.",
+            0,
+        ),
+        (
+            "First Seen",
+            "string",
+            "",
+            "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)",
+            1,
+        ),
+        (
+            "Count",
+            "string",
+            "",
+            "The number of times this event has occurred.",
+            1,
+        ),
+        ("Name", "string", "name", common::NAME_DESCRIPTION, 1),
+    ],
+    cells: event_cells,
+};
+
+/// `printEvent` (server-side tables are always wide).
+fn event_cells(obj: &Value) -> Vec<Value> {
+    let core = if obj.get("regarding").is_some() || obj.get("note").is_some() {
+        to_core(obj)
+    } else {
+        normalize_core(obj)
+    };
+    let ts = |k: &str| core.get(k).and_then(Value::as_str);
+    let first = match ts("firstTimestamp") {
+        Some(t) => common::age_of(Some(t)),
+        None => common::age_of(ts("eventTime")),
+    };
+    let mut last = match ts("lastTimestamp") {
+        Some(t) => common::age_of(Some(t)),
+        None => first.clone(),
+    };
+    let mut count = core.get("count").and_then(Value::as_i64).unwrap_or(0);
+    if let Some(series) = core.get("series").filter(|s| s.is_object()) {
+        last = common::age_of(series.get("lastObservedTime").and_then(Value::as_str));
+        count = series.get("count").and_then(Value::as_i64).unwrap_or(0);
+    } else if count == 0 {
+        // Singleton events have no count in the new API.
+        count = 1;
+    }
+    let kind = common::str_at(&core, &["involvedObject", "kind"]).to_lowercase();
+    let name = common::str_at(&core, &["involvedObject", "name"]);
+    let target = if name.is_empty() {
+        kind
+    } else {
+        format!("{kind}/{name}")
+    };
+    let first_non_empty = |a: &str, b: &str| {
+        if a.is_empty() {
+            b.to_string()
+        } else {
+            a.to_string()
+        }
+    };
+    let component = first_non_empty(
+        common::str_at(&core, &["source", "component"]),
+        common::str_at(&core, &["reportingComponent"]),
+    );
+    let instance = first_non_empty(
+        common::str_at(&core, &["source", "host"]),
+        common::str_at(&core, &["reportingInstance"]),
+    );
+    let source = if instance.is_empty() {
+        component
+    } else {
+        format!("{component}, {instance}")
+    };
+    vec![
+        json!(last),
+        json!(common::str_at(&core, &["type"])),
+        json!(common::str_at(&core, &["reason"])),
+        json!(target),
+        json!(common::str_at(&core, &["involvedObject", "fieldPath"])),
+        json!(source),
+        json!(common::str_at(&core, &["message"]).trim()),
+        json!(first),
+        json!(count),
+        json!(common::metadata_name(&core)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::testutil::{fill, fixture, in_namespace, invalid_status, step};
+
+    const NS: &str = "events-<run>";
+
+    /// A request body as the create flow sees it: placeholders filled, namespace set, decoded.
+    fn request(f: &Value, name: &str, s: &EventStrategy) -> Value {
+        let st = step(f, name);
+        let mut body = fill(&st["request"]["body"], NS);
+        // `${juid}` was saved from the Job's response: `<uid:1>` after normalisation.
+        body = serde_json::from_str(
+            &serde_json::to_string(&body)
+                .unwrap()
+                .replace("${juid}", "<uid:1>"),
+        )
+        .unwrap();
+        let mut body = in_namespace(body, NS);
+        s.decode(&mut body).expect("decodes");
+        s.default(&mut body);
+        body
+    }
+
+    /// The recordings' namespace placeholder is not a valid namespace name; validation runs on a
+    /// copy with a real one (no recorded message mentions it).
+    fn with_valid_ns(body: &Value) -> Value {
+        serde_json::from_str(
+            &serde_json::to_string(body)
+                .unwrap()
+                .replace(NS, "events-run"),
+        )
+        .unwrap()
+    }
+
+    /// Compares everything but server-set metadata.
+    fn assert_same_payload(got: &Value, want: &Value) {
+        let strip = |v: &Value| {
+            let mut v = v.clone();
+            v.as_object_mut().unwrap().remove("metadata");
+            v
+        };
+        assert_eq!(strip(got), strip(want));
+    }
+
+    #[test]
+    fn events_v1_create_then_read_via_core() {
+        let f = fixture("events.json");
+        let (ev1, core) = (EventStrategy::events_v1(), EventStrategy::core());
+        let body = request(&f, "create events.k8s.io/v1 Event", &ev1);
+        assert!(ev1.validate_create(&with_valid_ns(&body)).is_empty());
+        let stored = ev1.to_storage(body);
+        assert_same_payload(
+            &ev1.from_storage(&stored),
+            &step(&f, "create events.k8s.io/v1 Event")["response"]["body"],
+        );
+        assert_same_payload(
+            &core.from_storage(&stored),
+            &step(&f, "get it via core/v1")["response"]["body"],
+        );
+    }
+
+    #[test]
+    fn core_create_then_read_via_events_v1() {
+        let f = fixture("events.json");
+        let (ev1, core) = (EventStrategy::events_v1(), EventStrategy::core());
+        for (create, read) in [
+            ("create core/v1 Event", Some("get it via events.k8s.io/v1")),
+            (
+                "create core/v1 Event minimal (no timestamps, no source)",
+                None,
+            ),
+        ] {
+            let body = request(&f, create, &core);
+            assert!(
+                core.validate_create(&with_valid_ns(&body)).is_empty(),
+                "{create}"
+            );
+            let stored = core.to_storage(body);
+            assert_same_payload(
+                &core.from_storage(&stored),
+                &step(&f, create)["response"]["body"],
+            );
+            if let Some(read) = read {
+                assert_same_payload(
+                    &ev1.from_storage(&stored),
+                    &step(&f, read)["response"]["body"],
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn list_items_in_both_versions() {
+        // The two recorded lists hold the same three stored events in the two shapes.
+        let f = fixture("events.json");
+        let core_list = &step(&f, "list core/v1 events fieldSelector involvedObject.name")["response"]
+            ["body"]["items"];
+        let v1_list = &step(&f, "list events.k8s.io/v1 fieldSelector regarding.name")["response"]["body"]
+            ["items"];
+        let (ev1, core) = (EventStrategy::events_v1(), EventStrategy::core());
+        for (c, e) in core_list
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(v1_list.as_array().unwrap())
+        {
+            // Items of a list carry no kind/apiVersion.
+            let drop_tm = |v: Value| {
+                let mut v = v;
+                let m = v.as_object_mut().unwrap();
+                m.remove("kind");
+                m.remove("apiVersion");
+                v
+            };
+            assert_eq!(drop_tm(ev1.from_storage(c)), *e);
+            assert_eq!(drop_tm(core.from_storage(c)), *c);
+            assert_eq!(ev1.to_storage(ev1.from_storage(c)), core.from_storage(c));
+        }
+    }
+
+    #[test]
+    fn validation_matches_recordings() {
+        let f = fixture("events.json");
+        let ev1 = EventStrategy::events_v1();
+        for name in [
+            "create events.k8s.io/v1 Event missing eventTime/reportingController",
+            "create events.k8s.io/v1 Event with bad type",
+        ] {
+            let body = with_valid_ns(&request(&f, name, &ev1));
+            let errs = ev1.validate_create(&body);
+            assert_eq!(
+                invalid_status("", "Event", &body, &errs),
+                step(&f, name)["response"]["body"],
+                "{name}"
+            );
+        }
+        let core = EventStrategy::core();
+        let name = "create core/v1 Event with involvedObject in another namespace";
+        let body = with_valid_ns(&request(&f, name, &core));
+        let errs = core.validate_create(&body);
+        assert_eq!(
+            invalid_status("", "Event", &body, &errs),
+            step(&f, name)["response"]["body"]
+        );
+    }
+
+    #[test]
+    fn field_selectors_map_between_versions() {
+        let f = fixture("events.json");
+        let (ev1, core) = (EventStrategy::events_v1(), EventStrategy::core());
+        assert_eq!(
+            ev1.convert_field_label("regarding.name"),
+            Ok("involvedObject.name".into())
+        );
+        assert_eq!(
+            ev1.convert_field_label("reportingController"),
+            Ok("reportingComponent".into())
+        );
+        assert_eq!(
+            ev1.convert_field_label("involvedObject.name"),
+            Err("field label not supported: involvedObject.name".into())
+        );
+        assert_eq!(core.convert_field_label("source"), Ok("source".into()));
+        assert_eq!(
+            core.convert_field_label("note"),
+            Err("field label not supported: note".into())
+        );
+        // Each item of the recorded selected lists matches `involvedObject.name=j`.
+        for item in step(&f, "list core/v1 events fieldSelector involvedObject.name")["response"]
+            ["body"]["items"]
+            .as_array()
+            .unwrap()
+        {
+            assert_eq!(core.field_value(item, "involvedObject.name").as_deref(), Some("j"));
+        }
+        let stored = json!({"reportingComponent": "ctrl", "source": {}});
+        assert_eq!(core.field_value(&stored, "source").as_deref(), Some("ctrl"));
+        assert_eq!(core.name_rule(), NameRule::PathSegmentOnly);
+    }
+
+    #[test]
+    fn strict_update_rejects_changes() {
+        let ev1 = EventStrategy::events_v1();
+        let old = json!({"metadata": {"name": "e", "namespace": "n"}, "eventTime": "2025-06-01T10:00:00.000000Z",
+            "reportingComponent": "c", "reportingInstance": "i", "action": "a", "reason": "r",
+            "involvedObject": {"kind": "Job", "namespace": "n", "name": "j"}, "type": "Normal"});
+        let new = json!({"metadata": {"name": "e", "namespace": "n"}, "eventTime": "2025-06-01T10:00:00.000000Z",
+            "reportingController": "c", "reportingInstance": "i", "action": "a", "reason": "r2",
+            "regarding": {"kind": "Job", "namespace": "n", "name": "k"}, "type": "Normal"});
+        let msgs: Vec<String> = ev1
+            .validate_update(&new, &normalize_core(&old))
+            .iter()
+            .map(FieldError::message)
+            .collect();
+        assert_eq!(
+            msgs,
+            [
+                "involvedObject: Invalid value: core.ObjectReference{Kind:\"Job\", Namespace:\"n\", Name:\"k\", UID:\"\", APIVersion:\"\", ResourceVersion:\"\", FieldPath:\"\"}: field is immutable",
+                "reason: Invalid value: \"r2\": field is immutable",
+                "reason: Invalid value: \"r2\": field is immutable",
+            ]
+        );
+        // core/v1 updates only get the legacy checks.
+        assert!(
+            EventStrategy::core()
+                .validate_update(&normalize_core(&to_core(&new)), &normalize_core(&old))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn decode_errors_and_table() {
+        let core = EventStrategy::core();
+        let mut bad = json!({"firstTimestamp": "2025-06-01"});
+        assert_eq!(
+            core.decode(&mut bad).unwrap_err().message,
+            "Event in version \"v1\" cannot be handled as a Event: parsing time \"2025-06-01\" as \"2006-01-02T15:04:05Z07:00\": cannot parse \"\" as \"T\""
+        );
+        let cells = (core.table().unwrap().cells)(&json!({"metadata": {"name": "e"},
+            "involvedObject": {"kind": "Job", "name": "j"}, "reason": "R", "message": " m ",
+            "source": {"component": "courier"}, "type": "Normal"}));
+        assert_eq!(
+            cells[1..7],
+            [
+                json!("Normal"),
+                json!("R"),
+                json!("job/j"),
+                json!(""),
+                json!("courier"),
+                json!("m")
+            ]
+        );
+        assert_eq!(cells[8], json!(1));
+    }
+}
