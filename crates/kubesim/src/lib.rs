@@ -5,6 +5,7 @@ pub mod errors;
 pub mod gojson;
 pub mod jobctl;
 pub mod kinds;
+pub mod schema;
 pub mod selectors;
 pub mod store;
 pub mod testdata;
