@@ -8,4 +8,5 @@ pub mod kinds;
 pub mod schema;
 pub mod selectors;
 pub mod store;
+pub mod structured;
 pub mod testdata;

@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::model::{Field, GoMode, ListDef, ListKind, MapDef, PatchMeta, ScalarKind, Schema, TypeDef, TypeId};
+use super::model::{
+    Field, GoMode, ListDef, ListKind, MapDef, PatchMeta, ScalarKind, Schema, TypeDef, TypeId,
+};
 use super::{Resource, SchemaRef, TypeRef, builtin_schema};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -45,7 +47,9 @@ pub fn from_crd(
         return Err(CrdSchemaError::NotAnObject);
     }
     let base = builtin_schema();
-    let object_meta = base.named(OBJECT_META).ok_or(CrdSchemaError::NoObjectMeta)?;
+    let object_meta = base
+        .named(OBJECT_META)
+        .ok_or(CrdSchemaError::NoObjectMeta)?;
     let deduced = base.named(DEDUCED).ok_or(CrdSchemaError::NoObjectMeta)?;
     let offset = base.types.len() as u32 + base.offset;
     let mut b = Builder {
@@ -148,7 +152,12 @@ impl Builder {
                 if embedded {
                     let props = s.get("properties");
                     let sub = |n: &str| props.and_then(|p| p.get(n));
-                    fields.push(self.field("apiVersion", self.string, sub("apiVersion"), GoMode::Raw));
+                    fields.push(self.field(
+                        "apiVersion",
+                        self.string,
+                        sub("apiVersion"),
+                        GoMode::Raw,
+                    ));
                     fields.push(self.field("kind", self.string, sub("kind"), GoMode::Raw));
                     // metadata goes through the typed ObjectMeta (the real server coerces it), so its own
                     // Go modes apply inside; the field itself is only dropped when null.
@@ -165,7 +174,8 @@ impl Builder {
                     map: Some(MapDef {
                         fields: fields.into_boxed_slice(),
                         elem,
-                        atomic: s.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"),
+                        atomic: s.get("x-kubernetes-map-type").and_then(Value::as_str)
+                            == Some("atomic"),
                     }),
                     ..TypeDef::default()
                 }))
@@ -182,7 +192,8 @@ impl Builder {
                     map: Some(MapDef {
                         fields: Box::new([]),
                         elem,
-                        atomic: s.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"),
+                        atomic: s.get("x-kubernetes-map-type").and_then(Value::as_str)
+                            == Some("atomic"),
                     }),
                     ..TypeDef::default()
                 }))

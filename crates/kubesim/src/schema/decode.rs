@@ -48,6 +48,12 @@ pub fn strict_decoding_message(t: &TypeRef, issues: &[StrictIssue]) -> String {
     )
 }
 
+/// The `Warning` response header value for one finding (fieldValidation=Warn, the default):
+/// `299 - "unknown field \"spec.bogusField\""`.
+pub fn warning_header_value(issue: &str) -> String {
+    format!("299 - {}", go_quote(issue))
+}
+
 /// The real decoder stops accumulating strict errors at this many.
 const MAX_STRICT_ERRORS: usize = 100;
 

@@ -23,29 +23,32 @@ use std::sync::{Arc, LazyLock};
 use serde_json::Value;
 
 pub use crd::{CrdSchemaError, apply_crd_defaults, from_crd};
-pub use decode::{StrictIssue, prune_unknown, strict_decoding_message, strict_issues};
+pub use decode::{
+    ScanError, StrictIssue, prune_unknown, strict_decoding_message, strict_issues,
+    warning_header_value,
+};
 pub use model::{GoMode, ListKind, Schema, TypeId};
 pub use normalize::{normalize, zero_value_of};
 
 /// The built-in schema and its `group/version/Kind` roots, parsed on first use.
-static BUILTIN: LazyLock<(Schema, HashMap<String, TypeId>)> = LazyLock::new(|| match load::load_builtin()
-{
-    Ok(s) => s,
-    // The data file is generated and compiled in; a failure here is a build defect, reported loudly
-    // by the schema tests. An empty schema keeps the server running (every field "unknown").
-    Err(e) => {
-        tracing::error!("kubesim builtin schema failed to load: {e}");
-        (
-            Schema {
-                types: Vec::new(),
-                offset: 0,
-                base: None,
-                named: HashMap::new(),
-            },
-            HashMap::new(),
-        )
-    }
-});
+static BUILTIN: LazyLock<(Schema, HashMap<String, TypeId>)> =
+    LazyLock::new(|| match load::load_builtin() {
+        Ok(s) => s,
+        // The data file is generated and compiled in; a failure here is a build defect, reported loudly
+        // by the schema tests. An empty schema keeps the server running (every field "unknown").
+        Err(e) => {
+            tracing::error!("kubesim builtin schema failed to load: {e}");
+            (
+                Schema {
+                    types: Vec::new(),
+                    offset: 0,
+                    base: None,
+                    named: HashMap::new(),
+                },
+                HashMap::new(),
+            )
+        }
+    });
 
 /// The built-in schema (shared by every built-in kind and extended by custom resource schemas).
 pub fn builtin_schema() -> &'static Schema {
@@ -62,7 +65,11 @@ static BUILTIN_KINDS: LazyLock<HashMap<String, TypeRef>> = LazyLock::new(|| {
             // GetResetFields of the kinds' REST strategies: what the main resource and each subresource
             // ignore (the strategy overwrites it from the stored object).
             "batch/v1/Job" => &[("", &["status"]), ("status", &["spec"])],
-            "v1/Namespace" => &[("", &["status"]), ("status", &["spec"]), ("finalize", &["status"])],
+            "v1/Namespace" => &[
+                ("", &["status"]),
+                ("status", &["spec"]),
+                ("finalize", &["status"]),
+            ],
             "apiextensions.k8s.io/v1/CustomResourceDefinition" => {
                 &[("", &["status"]), ("status", &["metadata", "spec"])]
             }
