@@ -34,9 +34,9 @@ struct Target {
 
 fn parse_path(path: &str) -> Option<Target> {
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let (api_version, rest) = match segs.first()? {
-        &"api" => (segs.get(1)?.to_string(), &segs[2..]),
-        &"apis" => (format!("{}/{}", segs.get(1)?, segs.get(2)?), &segs[3..]),
+    let (api_version, rest) = match *segs.first()? {
+        "api" => (segs.get(1)?.to_string(), &segs[2..]),
+        "apis" => (format!("{}/{}", segs.get(1)?, segs.get(2)?), &segs[3..]),
         _ => return None,
     };
     let rest: Vec<&str> = if rest.first() == Some(&"namespaces") && rest.len() >= 3 {

@@ -315,10 +315,7 @@ impl Patcher<'_> {
                 original.remove(&key);
                 continue;
             }
-            let same_kind = match original.get(&key) {
-                None => None,
-                Some(o) => Some(kind(o) == kind(&patch_v)),
-            };
+            let same_kind = original.get(&key).map(|o| kind(o) == kind(&patch_v));
             match same_kind {
                 None | Some(false) => {
                     // Not in the original, or a different type: take the patch value (minus directives

@@ -418,6 +418,9 @@ pub fn merge(
     }
 }
 
+/// A list's path elements in item order and the item of each distinct element.
+type IndexedItems = (Vec<String>, Vec<(String, Value)>);
+
 struct Merger<'a> {
     schema: &'a Schema,
     path: Vec<String>,
@@ -496,12 +499,14 @@ impl Merger<'_> {
         self.visit_list_items(l, ll, rl)
     }
 
-    fn keys_of<'v>(
+    /// The path elements of a list's items in order, and each element's item (null for duplicated
+    /// elements); `None` after an error (recorded).
+    fn keys_of(
         &mut self,
         l: &ListDef,
-        items: Option<&'v Vec<Value>>,
+        items: Option<&Vec<Value>>,
         allow_duplicates: bool,
-    ) -> Result<(Vec<String>, Vec<(String, Value)>), ()> {
+    ) -> Option<IndexedItems> {
         let mut pes = Vec::new();
         let mut observed: Vec<(String, Value)> = Vec::new();
         let mut failed = false;
@@ -536,7 +541,7 @@ impl Merger<'_> {
                 }
             }
         }
-        if failed { Err(()) } else { Ok((pes, observed)) }
+        if failed { None } else { Some((pes, observed)) }
     }
 
     fn visit_list_items(
@@ -545,12 +550,8 @@ impl Merger<'_> {
         ll: Option<&Vec<Value>>,
         rl: Option<&Vec<Value>>,
     ) -> Option<Value> {
-        let Ok((rhs_pes, observed_rhs)) = self.keys_of(l, rl, false) else {
-            return None;
-        };
-        let Ok((lhs_pes, observed_lhs)) = self.keys_of(l, ll, true) else {
-            return None;
-        };
+        let (rhs_pes, observed_rhs) = self.keys_of(l, rl, false)?;
+        let (lhs_pes, observed_lhs) = self.keys_of(l, ll, true)?;
         let get = |obs: &[(String, Value)], k: &str| -> Option<Value> {
             obs.iter().find(|(o, _)| o == k).map(|(_, v)| v.clone())
         };
