@@ -130,33 +130,38 @@ fn str_field<'a>(e: &'a Map<String, Value>, k: &str) -> &'a str {
 /// Decodes a `managedFields` list. `canonicalize` re-serializes keys and times (for lists a client sent;
 /// stored ones are already in canonical form). An entry repeating an earlier identity replaces it.
 pub fn decode(v: Option<&Value>, canonicalize: bool) -> Result<Vec<Entry>, DecodeError> {
+    decode_owned(v.cloned(), canonicalize)
+}
+
+/// [`decode`] taking the list by value (its field sets are moved, not copied).
+pub fn decode_owned(v: Option<Value>, canonicalize: bool) -> Result<Vec<Entry>, DecodeError> {
     let list = match v {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(a)) => a,
         Some(_) => return Err(DecodeError::NotAList),
     };
     let mut out: Vec<Entry> = Vec::with_capacity(list.len());
-    for (i, e) in list.iter().enumerate() {
-        let Value::Object(e) = e else {
+    for (i, e) in list.into_iter().enumerate() {
+        let Value::Object(mut e) = e else {
             return Err(DecodeError::BadOperation);
         };
-        let operation = match str_field(e, "operation") {
+        let operation = match str_field(&e, "operation") {
             "Apply" => Operation::Apply,
             "Update" => Operation::Update,
             _ => return Err(DecodeError::BadOperation),
         };
-        let api_version = str_field(e, "apiVersion");
+        let api_version = str_field(&e, "apiVersion").to_string();
         if api_version.is_empty() {
             return Err(DecodeError::NoApiVersion);
         }
-        match str_field(e, "fieldsType") {
+        match str_field(&e, "fieldsType") {
             "FieldsV1" => {}
             "" => return Err(DecodeError::MissingFieldsType(i)),
             other => return Err(DecodeError::BadFieldsType(other.to_string(), i)),
         }
         let mut set = e
-            .get("fieldsV1")
-            .map(FieldSet::from_fields_v1)
+            .remove("fieldsV1")
+            .map(FieldSet::from_fields_v1_owned)
             .unwrap_or_default();
         let mut time = e.get("time").and_then(Value::as_str).map(str::to_string);
         if canonicalize {
@@ -164,10 +169,10 @@ pub fn decode(v: Option<&Value>, canonicalize: bool) -> Result<Vec<Entry>, Decod
             time = time.map(|t| canonical_time(&t));
         }
         let entry = Entry {
-            manager: str_field(e, "manager").to_string(),
+            manager: str_field(&e, "manager").to_string(),
             operation,
-            api_version: api_version.to_string(),
-            subresource: str_field(e, "subresource").to_string(),
+            api_version,
+            subresource: str_field(&e, "subresource").to_string(),
             time,
             set,
         };
@@ -215,14 +220,22 @@ pub fn encode(mut entries: Vec<Entry>) -> Option<Value> {
     if entries.is_empty() {
         return None;
     }
-    entries.sort_by(|p, q| {
-        p.operation
-            .cmp(&q.operation)
-            .then_with(|| unix_seconds(p.time.as_deref()).cmp(&unix_seconds(q.time.as_deref())))
-            .then_with(|| p.manager.cmp(&q.manager))
-            .then_with(|| p.api_version.cmp(&q.api_version))
-            .then_with(|| p.subresource.cmp(&q.subresource))
-    });
+    if entries.len() > 1 {
+        // Times are parsed once per entry, not per comparison.
+        let mut keyed: Vec<(i64, Entry)> = entries
+            .into_iter()
+            .map(|e| (unix_seconds(e.time.as_deref()), e))
+            .collect();
+        keyed.sort_by(|(ps, p), (qs, q)| {
+            p.operation
+                .cmp(&q.operation)
+                .then_with(|| ps.cmp(qs))
+                .then_with(|| p.manager.cmp(&q.manager))
+                .then_with(|| p.api_version.cmp(&q.api_version))
+                .then_with(|| p.subresource.cmp(&q.subresource))
+        });
+        entries = keyed.into_iter().map(|(_, e)| e).collect();
+    }
     Some(Value::Array(entries.into_iter().map(entry_json).collect()))
 }
 

@@ -32,7 +32,7 @@ pub use typed::{Comparison, TypedError};
 
 use crate::errors::{ApiError, FieldError, go_quote};
 use crate::schema::TypeRef;
-use managed::{cap_update_managers, decode, encode, is_reset};
+use managed::{cap_update_managers, decode, decode_owned, encode, is_reset};
 use value::{field_key, path_string};
 
 /// Who is writing, as the field manager sees it.
@@ -206,6 +206,44 @@ fn has_uid(obj: &Value) -> bool {
         .is_some_and(|u| !u.is_empty())
 }
 
+/// Converts objects to another served version of the same resource, for managedFields entries recorded
+/// through that version (an Event written as `v1` and as `events.k8s.io/v1`): the real server compares the
+/// objects in each entry's own version.
+pub trait VersionConverter {
+    /// `obj` converted to `api_version` and that version's schema; `None` when not served (the entry is
+    /// then left as it is).
+    fn convert(&self, obj: &Value, api_version: &str) -> Option<(TypeRef, Value)>;
+}
+
+/// Per-version comparisons of one write, computed on demand for entries recorded in other versions.
+struct OtherVersions<'a> {
+    conv: Option<&'a dyn VersionConverter>,
+    live: &'a Value,
+    new: &'a Value,
+    subresource: Option<&'a str>,
+    /// `(version, (changed, removed))`, `None` when the version cannot be compared.
+    cache: Vec<(String, Option<(FieldSet, FieldSet)>)>,
+}
+
+impl OtherVersions<'_> {
+    fn sets(&mut self, version: &str) -> Option<&(FieldSet, FieldSet)> {
+        if !self.cache.iter().any(|(v, _)| v == version) {
+            let computed = self.conv.and_then(|c| {
+                let (t, live) = c.convert(self.live, version)?;
+                let (_, new) = c.convert(self.new, version)?;
+                let mut cmp = typed::compare(t.schema(), t.root(), &live, &new).ok()?;
+                cmp.exclude(&reset_set(&t, self.subresource));
+                Some((cmp.modified.union(&cmp.added), cmp.removed))
+            });
+            self.cache.push((version.to_string(), computed));
+        }
+        self.cache
+            .iter()
+            .find(|(v, _)| v == version)
+            .and_then(|(_, s)| s.as_ref())
+    }
+}
+
 /// Records an update (create, PUT, JSON/merge/strategic patch, on the main resource or `/status`) in
 /// `new`'s `metadata.managedFields`.
 ///
@@ -222,20 +260,41 @@ pub fn update_managed_fields(
     new: &mut Value,
     mgr: &Manager<'_>,
 ) {
+    update_managed_fields_with(t, live, new, mgr, None);
+}
+
+/// [`update_managed_fields`] for resources served in several versions: entries recorded through another
+/// version are compared in that version through `conv`.
+pub fn update_managed_fields_with(
+    t: &TypeRef,
+    live: Option<&Value>,
+    new: &mut Value,
+    mgr: &Manager<'_>,
+    conv: Option<&dyn VersionConverter>,
+) {
     let live_obj = live.unwrap_or_else(|| t.zero_value());
     let live_mf = managed_fields_of(live_obj);
     let new_mf = take_managed_fields(new);
+    // Patches and most PUTs carry the stored list unchanged: decode that owned copy instead of copying
+    // the stored one.
+    let same_as_live = new_mf.is_some() && new_mf.as_ref() == live_mf;
+    let stored = |new_mf: Option<Value>| {
+        if same_as_live {
+            decode_owned(new_mf, false)
+        } else {
+            decode(live_mf, false)
+        }
+        .unwrap_or_default()
+    };
     // decodeLiveOrNew: a subresource never takes managedFields from the request.
     let entries = if mgr.subresource.is_some() {
-        decode(live_mf, false).unwrap_or_default()
+        stored(new_mf)
     } else if is_reset(new_mf.as_ref()) {
         Vec::new()
+    } else if same_as_live {
+        stored(new_mf)
     } else {
-        let from_request = match &new_mf {
-            Some(v) if Some(v) == live_mf => decode(live_mf, false),
-            other => decode(other.as_ref(), true),
-        };
-        match from_request {
+        match decode(new_mf.as_ref(), true) {
             Ok(e) if !e.is_empty() => e,
             _ => decode(live_mf, false).unwrap_or_default(),
         }
@@ -244,7 +303,7 @@ pub fn update_managed_fields(
     if entries.is_empty() && has_uid(live_obj) {
         return;
     }
-    match update_entries(t, live_obj, new, entries, mgr) {
+    match update_entries(t, live_obj, new, entries, mgr, conv) {
         Ok(entries) => set_managed_fields(new, encode(entries)),
         Err(e) => {
             tracing::warn!("managedFields dropped: {}", typed::errors_text(&e));
@@ -260,13 +319,27 @@ fn update_entries(
     new: &Value,
     mut entries: Vec<Entry>,
     mgr: &Manager<'_>,
+    conv: Option<&dyn VersionConverter>,
 ) -> Result<Vec<Entry>, Vec<TypedError>> {
     let mut cmp = typed::compare(t.schema(), t.root(), live, new)?;
     cmp.exclude(&reset_set(t, mgr.subresource));
     // The operation runs as a separate "current-operation" manager: every existing entry (including the
     // writer's own previous one) loses the fields this write changed or removed...
     let changed = cmp.modified.union(&cmp.added);
-    release(&mut entries, &changed, &cmp.removed, mgr.api_version);
+    let mut others = OtherVersions {
+        conv,
+        live,
+        new,
+        subresource: mgr.subresource,
+        cache: Vec::new(),
+    };
+    release(
+        &mut entries,
+        &changed,
+        &cmp.removed,
+        mgr.api_version,
+        &mut others,
+    );
     // ...and the writer's entry then gets what it changed.
     let current = changed.difference(&STRIP);
     if !current.is_empty() {
@@ -294,14 +367,25 @@ fn update_entries(
     Ok(entries)
 }
 
-/// Removes `changed` (taken by the writer) and `removed` fields from every entry recorded at
-/// `api_version`, dropping entries left empty. Entries recorded through another version of the resource
-/// are left as they are (kubesim does not convert objects between versions for this).
-fn release(entries: &mut Vec<Entry>, changed: &FieldSet, removed: &FieldSet, api_version: &str) {
+/// Removes `changed` (taken by the writer) and `removed` fields from every entry, dropping entries left
+/// empty. Entries recorded at another version use that version's comparison (left as they are when it
+/// cannot be made).
+fn release(
+    entries: &mut Vec<Entry>,
+    changed: &FieldSet,
+    removed: &FieldSet,
+    api_version: &str,
+    others: &mut OtherVersions<'_>,
+) {
     for e in entries.iter_mut() {
-        if e.api_version != api_version {
-            continue;
-        }
+        let (changed, removed) = if e.api_version == api_version {
+            (changed, removed)
+        } else {
+            match others.sets(&e.api_version) {
+                Some((c, r)) => (c, r),
+                None => continue,
+            }
+        };
         let hit_changed = e.set.intersects(changed);
         let hit_removed = e.set.intersects(removed);
         if hit_changed {
@@ -451,6 +535,18 @@ pub fn apply(
     mgr: &Manager<'_>,
     force: bool,
 ) -> Result<Applied, ApplyError> {
+    apply_with(t, live, applied, mgr, force, None)
+}
+
+/// [`apply`] for resources served in several versions (see [`update_managed_fields_with`]).
+pub fn apply_with(
+    t: &TypeRef,
+    live: Option<&Value>,
+    applied: &Value,
+    mgr: &Manager<'_>,
+    force: bool,
+    conv: Option<&dyn VersionConverter>,
+) -> Result<Applied, ApplyError> {
     // versionCheckManager
     let expected = format!(
         "{}, Kind={}",
@@ -474,12 +570,13 @@ pub fn apply(
             name: "before-first-apply",
             ..*mgr
         };
-        entries = update_entries(t, t.zero_value(), live_obj, Vec::new(), &first).map_err(|e| {
-            ApplyError::InvalidPatchObject(format!(
-                "failed to create manager for existing fields: {}",
-                typed::errors_text(&e)
-            ))
-        })?;
+        entries =
+            update_entries(t, t.zero_value(), live_obj, Vec::new(), &first, conv).map_err(|e| {
+                ApplyError::InvalidPatchObject(format!(
+                    "failed to create manager for existing fields: {}",
+                    typed::errors_text(&e)
+                ))
+            })?;
     }
     take_managed_fields(&mut live_for_apply);
 
@@ -540,13 +637,25 @@ pub fn apply(
     cmp.exclude(&reset);
     let changed = cmp.modified.union(&cmp.added);
     let me = |e: &Entry| e.is(name, Operation::Apply, mgr.api_version, sub);
+    let mut other_versions = OtherVersions {
+        conv,
+        live: &live_for_apply,
+        new: &merged,
+        subresource: mgr.subresource,
+        cache: Vec::new(),
+    };
     if !force {
         let mut conflicts: Vec<(String, Conflict)> = Vec::new();
-        for e in entries
-            .iter()
-            .filter(|e| !me(e) && e.api_version == mgr.api_version)
-        {
-            let c = e.set.intersection(&changed);
+        for e in entries.iter().filter(|e| !me(e)) {
+            let theirs = if e.api_version == mgr.api_version {
+                &changed
+            } else {
+                match other_versions.sets(&e.api_version) {
+                    Some((c, _)) => c,
+                    None => continue,
+                }
+            };
+            let c = e.set.intersection(theirs);
             for p in c.paths() {
                 conflicts.push((
                     e.identifier(),
@@ -573,7 +682,13 @@ pub fn apply(
             others.push(e);
         }
     }
-    release(&mut others, &changed, &cmp.removed, mgr.api_version);
+    release(
+        &mut others,
+        &changed,
+        &cmp.removed,
+        mgr.api_version,
+        &mut other_versions,
+    );
     let changed_object = !typed_equal(&live_for_apply, &merged);
     if let Some(mut m) = mine {
         // stripMetaManager, then managedFieldsUpdater stamps the time only when the object changed.

@@ -728,3 +728,47 @@ fn apply_on_custom_resources_uses_the_crd_schema() {
         &json!({"f:spec": {"f:items": {"k:{\"name\":\"a\"}": {".": {}, "f:name": {}, "f:v": {}}}, "f:tags": {}}})
     );
 }
+
+/// core/v1 Event -> events.k8s.io/v1 Event, for the fields the test uses.
+struct EventsConverter;
+
+impl VersionConverter for EventsConverter {
+    fn convert(&self, obj: &Value, api_version: &str) -> Option<(TypeRef, Value)> {
+        if api_version != "events.k8s.io/v1" {
+            return None;
+        }
+        let t = builtin("events.k8s.io/v1", "Event")?;
+        let mut out = json!({"apiVersion": api_version, "kind": "Event", "metadata": obj["metadata"].clone(),
+            "reason": obj["reason"].clone(), "note": obj["message"].clone()});
+        schema::normalize(t.schema(), t.root(), &mut out);
+        Some((t, out))
+    }
+}
+
+#[test]
+fn entries_of_other_versions_are_compared_in_their_version() {
+    let t = builtin("v1", "Event").unwrap();
+    let mut live = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "uid": "u"},
+        "reason": "R", "message": "old", "involvedObject": {}, "source": {}, "firstTimestamp": null,
+        "lastTimestamp": null, "eventTime": null, "reportingComponent": "", "reportingInstance": ""});
+    live["metadata"]["managedFields"] = json!([{"manager": "recorder", "operation": "Update",
+        "apiVersion": "events.k8s.io/v1", "time": T0, "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:note": {}, "f:reason": {}}}]);
+    let mut new = live.clone();
+    new["message"] = json!("new");
+    let m = Manager {
+        name: "kubectl",
+        api_version: "v1",
+        subresource: None,
+        now: T1,
+    };
+    let mut without = new.clone();
+    update_managed_fields(&t, Some(&live), &mut without, &m);
+    assert_eq!(
+        fields_of(&without, "recorder"),
+        &json!({"f:note": {}, "f:reason": {}})
+    );
+    update_managed_fields_with(&t, Some(&live), &mut new, &m, Some(&EventsConverter));
+    assert_eq!(fields_of(&new, "recorder"), &json!({"f:reason": {}}));
+    assert_eq!(fields_of(&new, "kubectl"), &json!({"f:message": {}}));
+}

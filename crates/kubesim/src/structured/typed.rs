@@ -147,6 +147,7 @@ pub fn compare(
     let mut c = Cmp {
         schema,
         path: Vec::new(),
+        depth: 0,
         out: Comparison::default(),
         errors: Vec::new(),
     };
@@ -160,19 +161,43 @@ pub fn compare(
 
 struct Cmp<'a> {
     schema: &'a Schema,
+    /// The current path is `path[..depth]`; deeper slots are kept to reuse their allocations (this walk
+    /// runs on every write).
     path: Vec<String>,
+    depth: usize,
     out: Comparison,
     errors: Vec<TypedError>,
 }
 
 impl Cmp<'_> {
+    fn cur(&self) -> &[String] {
+        &self.path[..self.depth]
+    }
+
+    fn push(&mut self, field: bool, seg: &str) {
+        if self.path.len() == self.depth {
+            self.path.push(String::new());
+        }
+        let slot = &mut self.path[self.depth];
+        slot.clear();
+        if field {
+            slot.push_str("f:");
+        }
+        slot.push_str(seg);
+        self.depth += 1;
+    }
+
+    fn pop(&mut self) {
+        self.depth -= 1;
+    }
+
     fn compare(&mut self, ty: TypeId, lhs: Option<&Value>, rhs: Option<&Value>) {
         let schema = self.schema;
         let def = schema.get(ty);
         let full = full_atom(def);
         if !full.map && !full.scalar && !full.list {
             self.errors
-                .push(error_at(&self.path, "field not declared in schema"));
+                .push(error_at(self.cur(), "field not declared in schema"));
             return;
         }
         let al = deduce(def, lhs);
@@ -191,9 +216,9 @@ impl Cmp<'_> {
         }
         if !in_leaf {
             if lhs.is_none() {
-                self.out.added.insert(&self.path);
+                self.out.added.insert(&self.path[..self.depth]);
             } else if rhs.is_none() {
-                self.out.removed.insert(&self.path);
+                self.out.removed.insert(&self.path[..self.depth]);
             }
         }
     }
@@ -225,11 +250,11 @@ impl Cmp<'_> {
         }
         *in_leaf = true;
         match (lhs, rhs) {
-            (None, _) => self.out.added.insert(&self.path),
-            (_, None) => self.out.removed.insert(&self.path),
+            (None, _) => self.out.added.insert(&self.path[..self.depth]),
+            (_, None) => self.out.removed.insert(&self.path[..self.depth]),
             (Some(l), Some(r)) => {
                 if !equal(l, r) {
-                    self.out.modified.insert(&self.path);
+                    self.out.modified.insert(&self.path[..self.depth]);
                 }
             }
         }
@@ -281,7 +306,7 @@ impl Cmp<'_> {
                 },
                 Err(e) => self
                     .errors
-                    .push(error_at(&self.path, format!("element {i}: {e}"))),
+                    .push(error_at(self.cur(), format!("element {i}: {e}"))),
             }
         }
     }
@@ -295,33 +320,33 @@ impl Cmp<'_> {
             match (lv.len(), rv.len()) {
                 (0, 0) => return,
                 (a, b) if a <= 1 && b <= 1 => {
-                    self.path.push(pe);
+                    self.push(false, &pe);
                     self.compare(l.elem, lv.first().copied(), rv.first().copied());
-                    self.path.pop();
+                    self.pop();
                 }
                 (a, b) if a >= 2 && b >= 2 => {
                     // Duplicates on both sides: compared as an atomic group.
                     if lv.len() != rv.len() || lv.iter().zip(&rv).any(|(x, y)| !equal(x, y)) {
-                        self.path.push(pe);
-                        self.out.modified.insert(&self.path);
-                        self.path.pop();
+                        self.push(false, &pe);
+                        self.out.modified.insert(&self.path[..self.depth]);
+                        self.pop();
                     }
                 }
                 (a, _) if a >= 2 => {
-                    self.path.push(pe);
+                    self.push(false, &pe);
                     if let Some(r) = rv.first() {
                         self.compare(l.elem, None, Some(r));
                     }
-                    self.out.removed.insert(&self.path);
-                    self.path.pop();
+                    self.out.removed.insert(&self.path[..self.depth]);
+                    self.pop();
                 }
                 _ => {
-                    self.path.push(pe);
+                    self.push(false, &pe);
                     if let Some(lf) = lv.first() {
                         self.compare(l.elem, Some(lf), None);
                     }
-                    self.out.added.insert(&self.path);
-                    self.path.pop();
+                    self.out.added.insert(&self.path[..self.depth]);
+                    self.pop();
                 }
             }
         }
@@ -366,17 +391,17 @@ impl Cmp<'_> {
                 }
             };
             let Some(key) = key else { break };
-            if skipped(&self.path, key) {
+            if skipped(self.cur(), key) {
                 continue;
             }
-            self.path.push(field_key(key));
+            self.push(true, key);
             match child_type(m, key) {
                 Some(t) => self.compare(t, lv, rv),
                 None => self
                     .errors
-                    .push(error_at(&self.path, "field not declared in schema")),
+                    .push(error_at(self.cur(), "field not declared in schema")),
             }
-            self.path.pop();
+            self.pop();
         }
     }
 }
