@@ -1,0 +1,792 @@
+//! Field ownership (`metadata.managedFields`), server-side apply and strategic merge patch, computed the way
+//! the real API server computes them (structured-merge-diff and k8s.io/apimachinery's field manager and
+//! strategicpatch), as pure functions over `serde_json::Value`.
+//!
+//! Where these run in the request flow (mirroring the apiserver handlers):
+//!
+//! - create: decode -> prune unknown fields -> default -> [`normalize`](crate::schema::normalize) ->
+//!   **[`update_managed_fields`]** (`live = None`) -> PrepareForCreate (generated selector/labels, uid,
+//!   creationTimestamp...) -> validate -> store. Fields set by PrepareForCreate are therefore not owned.
+//! - update (PUT) and JSON/merge/strategic patches: build the new object ([`strategic_merge`] for SMP),
+//!   decode/prune/default/normalize it -> **[`update_managed_fields`]** (`live = Some(stored)`) ->
+//!   PrepareForUpdate -> validate -> store. `/status` writes pass `subresource: Some("status")`.
+//! - apply (`application/apply-patch+yaml`): [`parse_apply_body`] -> **[`apply`]** (it merges, prunes
+//!   fields the applier stopped applying, detects conflicts and records ownership) -> default/normalize the
+//!   returned object -> [`check_patched_name`] -> PrepareForCreate/Update -> validate -> store. When
+//!   [`Applied::changed`] is false and the managedFields did not change either, nothing is written.
+
+mod fieldset;
+mod managed;
+mod smp;
+mod typed;
+mod value;
+
+use std::sync::LazyLock;
+
+use serde_json::{Map, Value, json};
+
+pub use fieldset::FieldSet;
+pub use managed::{Entry, Operation};
+pub use smp::{PatchError, strategic_merge};
+pub use typed::{Comparison, TypedError};
+
+use crate::errors::{ApiError, FieldError, go_quote};
+use crate::schema::TypeRef;
+use managed::{cap_update_managers, decode, decode_owned, encode, is_reset};
+use value::{field_key, path_string};
+
+/// Who is writing, as the field manager sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Manager<'a> {
+    /// The `fieldManager` query parameter, else [`manager_name`] of the User-Agent; empty becomes
+    /// `unknown`.
+    pub name: &'a str,
+    /// The request's group/version (`batch/v1`): managedFields entries are recorded in it.
+    pub api_version: &'a str,
+    /// `Some("status")` for writes through `/status`.
+    pub subresource: Option<&'a str>,
+    /// The current time, RFC 3339 UTC at second precision (`2025-06-01T10:00:00Z`).
+    pub now: &'a str,
+}
+
+impl Manager<'_> {
+    fn name(&self) -> &str {
+        if self.name.is_empty() {
+            "unknown"
+        } else {
+            self.name
+        }
+    }
+    fn subresource(&self) -> &str {
+        self.subresource.unwrap_or("")
+    }
+}
+
+/// The longest field manager name (`validation.FieldManagerMaxLength`).
+pub const FIELD_MANAGER_MAX_LENGTH: usize = 128;
+
+/// `managerOrUserAgent`: the `fieldManager` parameter if set, else the User-Agent up to its first `/`
+/// (non-printable characters dropped, cut at 128 bytes): `apifixtures/v1` -> `apifixtures`.
+pub fn manager_name(field_manager: Option<&str>, user_agent: Option<&str>) -> String {
+    if let Some(m) = field_manager.filter(|m| !m.is_empty()) {
+        return m.to_string();
+    }
+    let ua = user_agent.unwrap_or("");
+    let prefix = ua.split('/').next().unwrap_or("");
+    let mut out = String::new();
+    for c in prefix.chars() {
+        if c.is_control() {
+            continue;
+        }
+        if out.len() + c.len_utf8() > FIELD_MANAGER_MAX_LENGTH {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `ValidatePatchOptions` (the part about field managers): apply needs a `fieldManager`, `force` is only for
+/// apply, the name is at most 128 printable characters. The 422 is about `PatchOptions.meta.k8s.io ""`.
+pub fn validate_patch_options(
+    is_apply: bool,
+    field_manager: Option<&str>,
+    force_given: bool,
+) -> Result<(), ApiError> {
+    let mut errs = Vec::new();
+    let fm = field_manager.unwrap_or("");
+    if !is_apply {
+        if force_given {
+            errs.push(FieldError::forbidden(
+                "force",
+                "may not be specified for non-apply patch",
+            ));
+        }
+    } else if fm.is_empty() {
+        errs.push(FieldError::required(
+            "fieldManager",
+            "is required for apply patch",
+        ));
+    }
+    errs.extend(validate_field_manager(fm));
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid("meta.k8s.io", "PatchOptions", "", &errs))
+    }
+}
+
+/// `ValidateFieldManager` (also applied to create and update options).
+pub fn validate_field_manager(fm: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if fm.len() > FIELD_MANAGER_MAX_LENGTH {
+        errs.push(FieldError::too_long(
+            "fieldManager",
+            FIELD_MANAGER_MAX_LENGTH,
+        ));
+    }
+    for (i, c) in fm.char_indices() {
+        if c.is_control() {
+            errs.push(FieldError::invalid(
+                "fieldManager",
+                crate::errors::BadValue::Str(fm.to_string()),
+                format!("invalid character U+{:04X} (at position {i})", c as u32),
+            ));
+        }
+    }
+    errs
+}
+
+/// Fields no manager ever owns (`stripMetaManager`): type meta and server-set metadata.
+static STRIP: LazyLock<FieldSet> = LazyLock::new(|| {
+    let mut s = FieldSet::new();
+    s.insert(&[field_key("apiVersion")]);
+    s.insert(&[field_key("kind")]);
+    s.insert(&[field_key("metadata")]);
+    for f in [
+        "name",
+        "namespace",
+        "creationTimestamp",
+        "selfLink",
+        "uid",
+        "clusterName",
+        "generation",
+        "managedFields",
+        "resourceVersion",
+    ] {
+        s.insert(&[field_key("metadata"), field_key(f)]);
+    }
+    s
+});
+
+/// The fields a write through `subresource` ignores (`GetResetFields`), as a set.
+fn reset_set(t: &TypeRef, subresource: Option<&str>) -> FieldSet {
+    let mut s = FieldSet::new();
+    for f in t.reset_fields(subresource) {
+        s.insert(&[field_key(f)]);
+    }
+    s
+}
+
+fn managed_fields_of(obj: &Value) -> Option<&Value> {
+    obj.get("metadata").and_then(|m| m.get("managedFields"))
+}
+
+fn take_managed_fields(obj: &mut Value) -> Option<Value> {
+    obj.get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|m| m.remove("managedFields"))
+}
+
+fn set_managed_fields(obj: &mut Value, mf: Option<Value>) {
+    let Some(root) = obj.as_object_mut() else {
+        return;
+    };
+    match mf {
+        Some(mf) => {
+            let meta = root
+                .entry("metadata")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(m) = meta.as_object_mut() {
+                m.insert("managedFields".into(), mf);
+            }
+        }
+        None => {
+            if let Some(m) = root.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("managedFields");
+            }
+        }
+    }
+}
+
+fn has_uid(obj: &Value) -> bool {
+    obj.get("metadata")
+        .and_then(|m| m.get("uid"))
+        .and_then(Value::as_str)
+        .is_some_and(|u| !u.is_empty())
+}
+
+/// Converts objects to another served version of the same resource, for managedFields entries recorded
+/// through that version (an Event written as `v1` and as `events.k8s.io/v1`): the real server compares the
+/// objects in each entry's own version.
+pub trait VersionConverter {
+    /// `obj` converted to `api_version` and that version's schema; `None` when not served (the entry is
+    /// then left as it is).
+    fn convert(&self, obj: &Value, api_version: &str) -> Option<(TypeRef, Value)>;
+}
+
+/// Per-version comparisons of one write, computed on demand for entries recorded in other versions.
+struct OtherVersions<'a> {
+    conv: Option<&'a dyn VersionConverter>,
+    live: &'a Value,
+    new: &'a Value,
+    subresource: Option<&'a str>,
+    /// `(version, (changed, removed))`, `None` when the version cannot be compared.
+    cache: Vec<(String, Option<(FieldSet, FieldSet)>)>,
+}
+
+impl OtherVersions<'_> {
+    fn sets(&mut self, version: &str) -> Option<&(FieldSet, FieldSet)> {
+        if !self.cache.iter().any(|(v, _)| v == version) {
+            let computed = self.conv.and_then(|c| {
+                let (t, live) = c.convert(self.live, version)?;
+                let (_, new) = c.convert(self.new, version)?;
+                let mut cmp = typed::compare(t.schema(), t.root(), &live, &new).ok()?;
+                cmp.exclude(&reset_set(&t, self.subresource));
+                Some((cmp.modified.union(&cmp.added), cmp.removed))
+            });
+            self.cache.push((version.to_string(), computed));
+        }
+        self.cache
+            .iter()
+            .find(|(v, _)| v == version)
+            .and_then(|(_, s)| s.as_ref())
+    }
+}
+
+/// Records an update (create, PUT, JSON/merge/strategic patch, on the main resource or `/status`) in
+/// `new`'s `metadata.managedFields`.
+///
+/// `live` is the stored object (`None` for a create: the Go zero value of the type is used). `new` is the
+/// object about to be stored, decoded, defaulted and normalised but before PrepareForCreate/Update; its own
+/// `managedFields` (a client may send them) are taken into account like the real server does: a non-empty
+/// valid list replaces the stored one (main resource only), `[]` or `[{}]` resets ownership tracking.
+///
+/// Never fails: like the server's `UpdateNoErrors`, an object that cannot be compared against the schema
+/// loses its managedFields.
+pub fn update_managed_fields(
+    t: &TypeRef,
+    live: Option<&Value>,
+    new: &mut Value,
+    mgr: &Manager<'_>,
+) {
+    update_managed_fields_with(t, live, new, mgr, None);
+}
+
+/// [`update_managed_fields`] for resources served in several versions: entries recorded through another
+/// version are compared in that version through `conv`.
+pub fn update_managed_fields_with(
+    t: &TypeRef,
+    live: Option<&Value>,
+    new: &mut Value,
+    mgr: &Manager<'_>,
+    conv: Option<&dyn VersionConverter>,
+) {
+    let live_obj = live.unwrap_or_else(|| t.zero_value());
+    let live_mf = managed_fields_of(live_obj);
+    let new_mf = take_managed_fields(new);
+    // Patches and most PUTs carry the stored list unchanged: decode that owned copy instead of copying
+    // the stored one.
+    let same_as_live = new_mf.is_some() && new_mf.as_ref() == live_mf;
+    let stored = |new_mf: Option<Value>| {
+        if same_as_live {
+            decode_owned(new_mf, false)
+        } else {
+            decode(live_mf, false)
+        }
+        .unwrap_or_default()
+    };
+    // decodeLiveOrNew: a subresource never takes managedFields from the request.
+    let entries = if mgr.subresource.is_some() {
+        stored(new_mf)
+    } else if is_reset(new_mf.as_ref()) {
+        Vec::new()
+    } else if same_as_live {
+        stored(new_mf)
+    } else {
+        match decode(new_mf.as_ref(), true) {
+            Ok(e) if !e.is_empty() => e,
+            _ => decode(live_mf, false).unwrap_or_default(),
+        }
+    };
+    // skipNonAppliedManager: an existing object whose tracking was reset is not tracked until applied.
+    if entries.is_empty() && has_uid(live_obj) {
+        return;
+    }
+    match update_entries(t, live_obj, new, entries, mgr, conv) {
+        Ok(entries) => set_managed_fields(new, encode(entries)),
+        Err(e) => {
+            tracing::warn!("managedFields dropped: {}", typed::errors_text(&e));
+        }
+    }
+}
+
+/// The field manager's update path on decoded entries (`managedFieldsUpdater` + structured-merge-diff
+/// `Updater.Update` + `stripMetaManager` + `capManagersManager`).
+fn update_entries(
+    t: &TypeRef,
+    live: &Value,
+    new: &Value,
+    mut entries: Vec<Entry>,
+    mgr: &Manager<'_>,
+    conv: Option<&dyn VersionConverter>,
+) -> Result<Vec<Entry>, Vec<TypedError>> {
+    let mut cmp = typed::compare(t.schema(), t.root(), live, new)?;
+    cmp.exclude(&reset_set(t, mgr.subresource));
+    // The operation runs as a separate "current-operation" manager: every existing entry (including the
+    // writer's own previous one) loses the fields this write changed or removed...
+    let changed = cmp.modified.union(&cmp.added);
+    let mut others = OtherVersions {
+        conv,
+        live,
+        new,
+        subresource: mgr.subresource,
+        cache: Vec::new(),
+    };
+    release(
+        &mut entries,
+        &changed,
+        &cmp.removed,
+        mgr.api_version,
+        &mut others,
+    );
+    // ...and the writer's entry then gets what it changed.
+    let current = changed.difference(&STRIP);
+    if !current.is_empty() {
+        let (name, sub) = (mgr.name(), mgr.subresource());
+        match entries
+            .iter_mut()
+            .find(|e| e.is(name, Operation::Update, mgr.api_version, sub))
+        {
+            Some(e) => {
+                e.set = current.union(&e.set);
+                e.api_version = mgr.api_version.to_string();
+                e.time = Some(mgr.now.to_string());
+            }
+            None => entries.push(Entry {
+                manager: name.to_string(),
+                operation: Operation::Update,
+                api_version: mgr.api_version.to_string(),
+                subresource: sub.to_string(),
+                time: Some(mgr.now.to_string()),
+                set: current,
+            }),
+        }
+    }
+    cap_update_managers(&mut entries);
+    Ok(entries)
+}
+
+/// Removes `changed` (taken by the writer) and `removed` fields from every entry, dropping entries left
+/// empty. Entries recorded at another version use that version's comparison (left as they are when it
+/// cannot be made).
+fn release(
+    entries: &mut Vec<Entry>,
+    changed: &FieldSet,
+    removed: &FieldSet,
+    api_version: &str,
+    others: &mut OtherVersions<'_>,
+) {
+    for e in entries.iter_mut() {
+        let (changed, removed) = if e.api_version == api_version {
+            (changed, removed)
+        } else {
+            match others.sets(&e.api_version) {
+                Some((c, r)) => (c, r),
+                None => continue,
+            }
+        };
+        let hit_changed = e.set.intersects(changed);
+        let hit_removed = e.set.intersects(removed);
+        if hit_changed {
+            e.set = e.set.difference(changed);
+        }
+        if hit_removed {
+            e.set = e.set.difference(removed);
+        }
+    }
+    entries.retain(|e| !e.set.is_empty());
+}
+
+/// One apply conflict: a field the applier sets to a different value, owned by another manager.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// The other manager as messages name it (`"fm1"`, `"x" using batch/v1`).
+    pub manager: String,
+    /// The field (`.metadata.labels.owner`).
+    pub field: String,
+}
+
+/// Why an apply was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApplyError {
+    /// 400: the applied object's apiVersion/kind are not the resource's (`invalid object type: /, Kind=`).
+    #[error("invalid object type: {0}")]
+    InvalidObjectType(String),
+    /// 400: the configuration carries managedFields.
+    #[error("metadata.managedFields must be nil")]
+    ManagedFieldsNotNil,
+    /// 400: the body is neither YAML nor JSON.
+    #[error("error decoding YAML: {0}")]
+    BadYaml(String),
+    /// 409: fields owned by other managers would change (use force to take them).
+    #[error("{}", conflict_message(.0))]
+    Conflicts(Vec<Conflict>),
+    /// 500: the configuration does not fit the schema (unknown field, duplicate key in a list).
+    #[error("{0}")]
+    InvalidPatchObject(String),
+}
+
+fn conflict_message(conflicts: &[Conflict]) -> String {
+    if conflicts.len() == 1 {
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            conflicts[0].manager, conflicts[0].field
+        );
+    }
+    let mut managers: Vec<&str> = Vec::new();
+    for c in conflicts {
+        if !managers.contains(&c.manager.as_str()) {
+            managers.push(&c.manager);
+        }
+    }
+    let mut lines = Vec::new();
+    for m in managers {
+        lines.push(format!("conflicts with {m}:"));
+        for c in conflicts.iter().filter(|c| c.manager == m) {
+            lines.push(format!("- {}", c.field));
+        }
+    }
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        lines.join("\n")
+    )
+}
+
+impl ApplyError {
+    /// The `metav1.Status` the server answers with.
+    pub fn to_api_error(&self) -> ApiError {
+        match self {
+            ApplyError::InvalidObjectType(_)
+            | ApplyError::ManagedFieldsNotNil
+            | ApplyError::BadYaml(_) => ApiError::bad_request(self.to_string()),
+            ApplyError::Conflicts(cs) => {
+                let causes: Vec<Value> = cs
+                    .iter()
+                    .map(|c| {
+                        json!({"reason": "FieldManagerConflict", "message": format!("conflict with {}", c.manager), "field": c.field})
+                    })
+                    .collect();
+                ApiError::new(409, "Conflict", self.to_string())
+                    .with_details(json!({ "causes": causes }))
+            }
+            ApplyError::InvalidPatchObject(m) => ApiError::bare(500, m.clone()),
+        }
+    }
+}
+
+/// The outcome of an apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// The object to store (not yet defaulted), with its managedFields. When `changed` is false this is the
+    /// live object with the (possibly updated) managedFields.
+    pub object: Value,
+    /// Whether the object itself (apart from managedFields) changed.
+    pub changed: bool,
+}
+
+/// Parses an apply body (`application/apply-patch+yaml`: YAML, which includes JSON).
+pub fn parse_apply_body(body: &[u8]) -> Result<Value, ApplyError> {
+    let text = std::str::from_utf8(body).map_err(|e| ApplyError::BadYaml(e.to_string()))?;
+    if let Ok(v) = serde_json::from_str::<Value>(text) {
+        return Ok(v);
+    }
+    let v: Value = serde_saphyr::from_str(text).map_err(|e| ApplyError::BadYaml(e.to_string()))?;
+    Ok(match v {
+        Value::Null => Value::Object(Map::new()),
+        v => v,
+    })
+}
+
+/// `GroupVersionKind.String()` of an object's type meta (`batch/v1, Kind=Job`, `/v1, Kind=Secret`).
+fn gvk_string(obj: &Value) -> String {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    format!("{group}/{version}, Kind={kind}")
+}
+
+/// `namespace/name; group/version, Kind=kind`, how field-manager errors name an object.
+fn object_gvknn(obj: &Value) -> String {
+    let meta = obj.get("metadata");
+    let get = |k: &str| {
+        meta.and_then(|m| m.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    format!("{}/{}; {}", get("namespace"), get("name"), gvk_string(obj))
+}
+
+/// Server-side apply of `applied` (the parsed body) to `live` (`None` creates), owned by `mgr`.
+///
+/// Runs the field manager's apply path: the apiVersion/kind check, the first-apply bookkeeping of objects
+/// without managedFields, the structured merge, removal of fields the applier applied before but no longer
+/// applies (unless someone else owns them), conflict detection against other managers (overridden by
+/// `force`, which takes the fields over), and the applier's `Apply` entry.
+pub fn apply(
+    t: &TypeRef,
+    live: Option<&Value>,
+    applied: &Value,
+    mgr: &Manager<'_>,
+    force: bool,
+) -> Result<Applied, ApplyError> {
+    apply_with(t, live, applied, mgr, force, None)
+}
+
+/// [`apply`] for resources served in several versions (see [`update_managed_fields_with`]).
+pub fn apply_with(
+    t: &TypeRef,
+    live: Option<&Value>,
+    applied: &Value,
+    mgr: &Manager<'_>,
+    force: bool,
+    conv: Option<&dyn VersionConverter>,
+) -> Result<Applied, ApplyError> {
+    // versionCheckManager
+    let expected = format!(
+        "{}, Kind={}",
+        match t.api_version().split_once('/') {
+            Some((g, v)) => format!("{g}/{v}"),
+            None => format!("/{}", t.api_version()),
+        },
+        t.kind()
+    );
+    let got = gvk_string(applied);
+    if got != expected {
+        return Err(ApplyError::InvalidObjectType(got));
+    }
+    let live_obj = live.unwrap_or_else(|| t.zero_value());
+    let mut entries = decode(managed_fields_of(live_obj), false).unwrap_or_default();
+    let mut live_for_apply = live_obj.clone();
+    if entries.is_empty() {
+        // skipNonAppliedManager: before the first apply, whatever is there is owned by
+        // "before-first-apply" (nothing, for an apply that creates).
+        let first = Manager {
+            name: "before-first-apply",
+            ..*mgr
+        };
+        entries =
+            update_entries(t, t.zero_value(), live_obj, Vec::new(), &first, conv).map_err(|e| {
+                ApplyError::InvalidPatchObject(format!(
+                    "failed to create manager for existing fields: {}",
+                    typed::errors_text(&e)
+                ))
+            })?;
+    }
+    take_managed_fields(&mut live_for_apply);
+
+    if applied
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .is_some_and(|v| !v.is_null())
+    {
+        return Err(ApplyError::ManagedFieldsNotNil);
+    }
+    let schema = t.schema();
+    let root = t.root();
+    let invalid = |e: Vec<TypedError>| {
+        ApplyError::InvalidPatchObject(format!(
+            "failed to create typed patch object ({}): {}",
+            object_gvknn(applied),
+            typed::errors_text(&e)
+        ))
+    };
+    let config_set = typed::to_field_set(schema, root, applied, false).map_err(invalid)?;
+    let merged = typed::merge(schema, root, &live_for_apply, applied)
+        .map_err(|e| {
+            ApplyError::InvalidPatchObject(format!(
+                "failed to merge config: {}",
+                typed::errors_text(&e)
+            ))
+        })?
+        .unwrap_or(Value::Null);
+
+    let (name, sub) = (mgr.name(), mgr.subresource());
+    let last = entries
+        .iter()
+        .position(|e| e.is(name, Operation::Apply, mgr.api_version, sub))
+        .map(|i| entries[i].set.clone());
+    let reset = reset_set(t, mgr.subresource);
+    let set = config_set.recursive_difference(&reset);
+    match entries
+        .iter_mut()
+        .find(|e| e.is(name, Operation::Apply, mgr.api_version, sub))
+    {
+        Some(e) => {
+            e.set = set;
+            e.api_version = mgr.api_version.to_string();
+        }
+        None => entries.push(Entry {
+            manager: name.to_string(),
+            operation: Operation::Apply,
+            api_version: mgr.api_version.to_string(),
+            subresource: sub.to_string(),
+            time: None,
+            set,
+        }),
+    }
+    let merged = prune(t, merged, &entries, last.as_ref()).map_err(invalid)?;
+
+    // Conflicts and releases against every other manager (the applier itself is skipped).
+    let mut cmp = typed::compare(schema, root, &live_for_apply, &merged).map_err(invalid)?;
+    cmp.exclude(&reset);
+    let changed = cmp.modified.union(&cmp.added);
+    let me = |e: &Entry| e.is(name, Operation::Apply, mgr.api_version, sub);
+    let mut other_versions = OtherVersions {
+        conv,
+        live: &live_for_apply,
+        new: &merged,
+        subresource: mgr.subresource,
+        cache: Vec::new(),
+    };
+    if !force {
+        let mut conflicts: Vec<(String, Conflict)> = Vec::new();
+        for e in entries.iter().filter(|e| !me(e)) {
+            let theirs = if e.api_version == mgr.api_version {
+                &changed
+            } else {
+                match other_versions.sets(&e.api_version) {
+                    Some((c, _)) => c,
+                    None => continue,
+                }
+            };
+            let c = e.set.intersection(theirs);
+            for p in c.paths() {
+                conflicts.push((
+                    e.identifier(),
+                    Conflict {
+                        manager: e.printable(),
+                        field: path_string(&p),
+                    },
+                ));
+            }
+        }
+        if !conflicts.is_empty() {
+            conflicts.sort_by(|a, b| a.0.cmp(&b.0));
+            return Err(ApplyError::Conflicts(
+                conflicts.into_iter().map(|(_, c)| c).collect(),
+            ));
+        }
+    }
+    let mut others: Vec<Entry> = Vec::new();
+    let mut mine: Option<Entry> = None;
+    for e in entries {
+        if me(&e) {
+            mine = Some(e);
+        } else {
+            others.push(e);
+        }
+    }
+    release(
+        &mut others,
+        &changed,
+        &cmp.removed,
+        mgr.api_version,
+        &mut other_versions,
+    );
+    let changed_object = !typed_equal(&live_for_apply, &merged);
+    if let Some(mut m) = mine {
+        // stripMetaManager, then managedFieldsUpdater stamps the time only when the object changed.
+        m.set = m.set.difference(&STRIP);
+        if !m.set.is_empty() {
+            if changed_object {
+                m.time = Some(mgr.now.to_string());
+            }
+            others.push(m);
+        }
+    }
+    let mut object = if changed_object {
+        merged
+    } else {
+        live_for_apply
+    };
+    set_managed_fields(&mut object, encode(others));
+    Ok(Applied {
+        object,
+        changed: changed_object,
+    })
+}
+
+fn typed_equal(a: &Value, b: &Value) -> bool {
+    value::equal(a, b)
+}
+
+/// `Updater.prune`: removes what the applier applied last time but not this time, unless another manager
+/// (or this apply) owns it.
+fn prune(
+    t: &TypeRef,
+    merged: Value,
+    entries: &[Entry],
+    last: Option<&FieldSet>,
+) -> Result<Value, Vec<TypedError>> {
+    let Some(last) = last.filter(|s| !s.is_empty()) else {
+        return Ok(merged);
+    };
+    let (schema, root) = (t.schema(), t.root());
+    let ensure = |s: &FieldSet| s.ensure_named_fields_are_members(schema, root);
+    let pruned = typed::remove_items(schema, root, &merged, &ensure(last));
+    // addBackOwnedItems: anything still owned by someone comes back.
+    let mut managed = FieldSet::new();
+    for e in entries {
+        managed = managed.union(&e.set);
+    }
+    let merged_set = typed::to_field_set(schema, root, &merged, true)?;
+    let pruned_set = typed::to_field_set(schema, root, &pruned, true)?;
+    let keep = ensure(&pruned_set).union(&ensure(&managed));
+    let pruned = typed::remove_items(
+        schema,
+        root,
+        &merged,
+        &ensure(&merged_set).difference(&keep),
+    );
+    // addBackDanglingItems: only what the applier owned last time may go.
+    let pruned_set = ensure(&typed::to_field_set(schema, root, &pruned, true)?);
+    let remove = ensure(&merged_set)
+        .difference(&pruned_set)
+        .intersection(&ensure(last));
+    Ok(typed::remove_items(schema, root, &merged, &remove))
+}
+
+/// `checkName` after a patch: the patched object's name must be the URL's, and its namespace (when set)
+/// the URL's.
+pub fn check_patched_name(
+    obj: &Value,
+    name: &str,
+    namespace: Option<&str>,
+) -> Result<(), ApiError> {
+    let meta = obj.get("metadata");
+    let get = |k: &str| {
+        meta.and_then(|m| m.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    let obj_name = get("name");
+    if obj_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({obj_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    if let Some(ns) = namespace.filter(|n| !n.is_empty()) {
+        let obj_ns = get("namespace");
+        if !obj_ns.is_empty() && obj_ns != ns {
+            return Err(ApiError::bad_request(format!(
+                "the namespace of the object ({obj_ns}) does not match the namespace on the URL ({ns})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The warning/strict text for an unknown field (`unknown field "spec.x"`), for callers that only have a
+/// path.
+pub fn unknown_field_message(path: &str) -> String {
+    format!("unknown field {}", go_quote(path))
+}
+
+#[cfg(test)]
+mod tests;
