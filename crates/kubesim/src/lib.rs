@@ -4,3 +4,4 @@
 pub mod errors;
 pub mod kinds;
 pub mod testdata;
+pub mod validation;

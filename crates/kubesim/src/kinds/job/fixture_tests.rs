@@ -1,0 +1,1 @@
+//! Fixture-driven tests (filled in below).
