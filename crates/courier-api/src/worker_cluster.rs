@@ -26,31 +26,12 @@ use crate::reasons::CONDITION_READY;
     status = "WorkerClusterStatus",
     derive = "PartialEq",
     doc = "A worker cluster Courier may dispatch Jobs to. Cluster-scoped; its labels are what an origin Job's courier.dev/cluster-selector annotation matches.",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Reason",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
-    ),
-    printcolumn(
-        name = "Version",
-        type_ = "string",
-        json_path = ".status.serverVersion"
-    ),
-    printcolumn(
-        name = "Mirrors",
-        type_ = "integer",
-        json_path = ".status.currentMirrors"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    // JSON form: the structured form trips clippy's duplicated_attributes on repeated `type_`.
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.serverVersion"}"#,
+    printcolumn = r#"{"name":"Mirrors","type":"integer","jsonPath":".status.currentMirrors"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkerClusterSpec {
@@ -270,9 +251,7 @@ mod tests {
         let status = wc.status.as_ref().expect("status");
         assert_eq!(status.current_mirrors, Some(12));
         assert_eq!(
-            status
-                .ready_condition()
-                .and_then(|c| Some(c.reason.as_str())),
+            status.ready_condition().map(|c| c.reason.as_str()),
             Some("Connected")
         );
         // Round trip keeps the wire names.

@@ -126,7 +126,7 @@ pub enum MirrorObservation {
     /// The synced cache has no Job with that name.
     Absent,
     /// A Job with that name (whoever's it is).
-    Present(MirrorView),
+    Present(Box<MirrorView>),
 }
 
 /// Controller settings decide depends on.
@@ -587,7 +587,7 @@ impl<'a> Plan<'a> {
                 let verdict = classify(&m.labels, cluster, identity, intent.as_ref());
                 if verdict.is_ours() {
                     highest_epoch = highest_epoch.max(epoch_label(&m.labels).unwrap_or(0));
-                    ours.push((cluster.as_str(), m, verdict));
+                    ours.push((cluster.as_str(), m.as_ref(), verdict));
                 } else {
                     foreign_on.insert(cluster.clone());
                 }
@@ -988,7 +988,7 @@ impl<'a> Plan<'a> {
         match self.observation(&intent.cluster) {
             MirrorObservation::Present(m) => {
                 match classify(&m.labels, &intent.cluster, self.identity, Some(intent)) {
-                    Ownership::Current => self.follow_current(intent, m, health),
+                    Ownership::Current => self.follow_current(intent, m.as_ref(), health),
                     Ownership::Stale { .. } => {
                         // Deleted by fence_stale; the new epoch's mirror is created once it is gone.
                         self.status_without_mirror();
@@ -1076,11 +1076,9 @@ impl<'a> Plan<'a> {
             self.requeue_after(self.config().short_retry);
         }
         match health {
-            Health::NotReady { lost_at } => {
-                if let Some(lost_at) = lost_at {
-                    self.requeue_after(until_duration(self.input.now, lost_at));
-                }
-            }
+            Health::NotReady {
+                lost_at: Some(lost_at),
+            } => self.requeue_after(until_duration(self.input.now, lost_at)),
             Health::Lost { .. } if !mirror_finished => self.wait(Wait::WorkerLost {
                 cluster: intent.cluster.clone(),
             }),

@@ -369,7 +369,8 @@ mod tests {
 
     #[test]
     fn every_operator() {
-        let cases: &[(&str, &[(&str, &str)], bool)] = &[
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], bool);
+        let cases: &[Case<'_>] = &[
             ("x", &[("x", "")], true),
             ("x", &[], false),
             ("!x", &[], true),

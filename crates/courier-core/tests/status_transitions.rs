@@ -215,7 +215,9 @@ fn recorded_traces_final_only() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"))),
+        cases: 64, ..ProptestConfig::default() })]
 
     /// A recorded trace interrupted at a random point by a lost mirror, re-dispatched to a worker
     /// whose clock is off by up to an hour, which then runs the whole trace again; with a debounced

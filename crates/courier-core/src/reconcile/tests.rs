@@ -112,7 +112,7 @@ impl World {
         let m = mirror_json(epoch, status);
         self.mirrors.insert(
             cluster.into(),
-            MirrorObservation::Present(MirrorView::from_json(&m).expect("mirror view")),
+            MirrorObservation::Present(Box::new(MirrorView::from_json(&m).expect("mirror view"))),
         );
         self
     }
@@ -141,13 +141,13 @@ fn complete() -> Value {
 }
 
 fn foreign_job() -> MirrorObservation {
-    MirrorObservation::Present(
+    MirrorObservation::Present(Box::new(
         MirrorView::from_json(
             &json!({"metadata": {"name": "train", "namespace": "ml", "uid": "theirs",
             "labels": {"app": "theirs"}}, "spec": {}}),
         )
         .expect("foreign view"),
-    )
+    ))
 }
 
 /// Short names of the actions, for order assertions.
