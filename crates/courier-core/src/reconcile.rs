@@ -10,9 +10,11 @@
 //! - Origin writes carry `metadata.resourceVersion` (merge patches), so a decision made from a stale
 //!   cache fails with 409 Conflict instead of acting on old data. Each decision writes the origin at
 //!   most once; the write triggers the next reconcile, which continues from the new state.
-//! - `CreateMirror` answered 409 AlreadyExists: read the existing Job; if
-//!   [`classify`](crate::ownership::classify) says `Current`, it is ours (a retried create) — adopt it
-//!   and carry on; otherwise remember the cluster in [`Hints::foreign_on`] for this origin and requeue.
+//! - `CreateMirror` answered 409 AlreadyExists: read the existing Job and
+//!   [`classify`](crate::ownership::classify) it. `Current`: it is ours (a retried create) — adopt it
+//!   and carry on. `Stale`: an older mirror of ours holds the name — stop and requeue (the next
+//!   decision deletes it first). `Foreign`/`OtherOrigin`: remember the cluster in
+//!   [`Hints::foreign_on`] for this origin and requeue (the next decision moves on).
 //! - `DeleteMirror` answered 404, or 409 on the UID precondition (the name now belongs to another
 //!   Job): done.
 //! - `Requeue` asks for another reconcile after the duration even if nothing changes.
