@@ -335,11 +335,9 @@ pub fn name_is_dns1035_label(name: &str, prefix: bool) -> Vec<String> {
 /// `path.ValidatePathSegmentName(name, prefix)`: the generic rule every object name must pass.
 pub fn name_is_path_segment(name: &str, prefix: bool) -> Vec<String> {
     let mut errs = Vec::new();
-    if !prefix {
-        if name == "." || name == ".." {
-            errs.push(format!("may not be '{name}'"));
-            return errs;
-        }
+    if !prefix && (name == "." || name == "..") {
+        errs.push(format!("may not be '{name}'"));
+        return errs;
     }
     for bad in ["/", "%"] {
         if name.contains(bad) {

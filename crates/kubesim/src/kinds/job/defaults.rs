@@ -16,8 +16,8 @@
 //!   `fieldRef.apiVersion`; the iscsi/rbd/azureDisk/scaleIO knobs; ephemeral claim templates'
 //!   `volumeMode`.
 //!
-//! Not covered: `SetDefaults_ResourceList`'s rounding of quantities below a milli-unit and the canonical
-//! re-printing of quantities (`0.5` stays `0.5`, the real server answers `500m`).
+//! Quantities (their canonical form and `SetDefaults_ResourceList`'s rounding to a milli-unit) are
+//! handled when the body is decoded, see `super::quantity` and `JobStrategy::decode`.
 //!
 //! The Job-labels-from-template default is not applied here: Go aliases the template's label map, so
 //! the labels the Job ends up with depend on when the selector is generated. `prepare_for_create` and

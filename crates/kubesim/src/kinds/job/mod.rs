@@ -17,6 +17,7 @@ pub mod defaults;
 pub mod goprint;
 pub mod indexes;
 pub mod podspec;
+pub mod quantity;
 pub mod status;
 pub mod table;
 pub mod validation;
@@ -26,8 +27,8 @@ mod fixture_tests;
 
 use serde_json::{Map, Value, json};
 
-use crate::errors::FieldErrors;
-use crate::kinds::{ResourceInfo, Strategy, TableSpec};
+use crate::errors::{ApiError, FieldErrors};
+use crate::kinds::{ResourceInfo, Strategy, TableSpec, Warnings};
 use crate::validation::{
     NameRule, get, get_i64, get_obj, get_str, semantic_eq, validate_labels,
     validate_object_meta_create, validate_object_meta_update_core,
@@ -160,9 +161,106 @@ fn normalize_status(job: &mut Value) {
     }
 }
 
+/// Canonicalises one quantity field in place (`resource_list`: also round up to a milli-unit).
+fn canonicalize_quantity(
+    v: &mut Value,
+    resource_list: bool,
+) -> Result<(), quantity::QuantityError> {
+    if let Some(q) = quantity::canonicalize_json(v, resource_list)? {
+        *v = q;
+    }
+    Ok(())
+}
+
+fn canonicalize_resource_list(list: Option<&mut Value>) -> Result<(), quantity::QuantityError> {
+    if let Some(m) = list.and_then(Value::as_object_mut) {
+        for v in m.values_mut() {
+            canonicalize_quantity(v, true)?;
+        }
+    }
+    Ok(())
+}
+
+fn canonicalize_divisor(holder: Option<&mut Value>) -> Result<(), quantity::QuantityError> {
+    if let Some(d) = holder
+        .and_then(|h| h.get_mut("resourceFieldRef"))
+        .and_then(|r| r.get_mut("divisor"))
+    {
+        canonicalize_quantity(d, false)?;
+    }
+    Ok(())
+}
+
+fn each_mut(v: Option<&mut Value>) -> impl Iterator<Item = &mut Value> {
+    v.and_then(Value::as_array_mut).into_iter().flatten()
+}
+
+/// Every `resource.Quantity` in a Job's pod template, decoded the way the codec does.
+fn canonicalize_quantities(job: &mut Value) -> Result<(), quantity::QuantityError> {
+    let Some(pod) = job
+        .get_mut("spec")
+        .and_then(|s| s.get_mut("template"))
+        .and_then(|t| t.get_mut("spec"))
+    else {
+        return Ok(());
+    };
+    for list in ["initContainers", "containers"] {
+        for c in each_mut(pod.get_mut(list)) {
+            if let Some(r) = c.get_mut("resources") {
+                canonicalize_resource_list(r.get_mut("limits"))?;
+                canonicalize_resource_list(r.get_mut("requests"))?;
+            }
+            for e in each_mut(c.get_mut("env")) {
+                canonicalize_divisor(e.get_mut("valueFrom"))?;
+            }
+        }
+    }
+    canonicalize_resource_list(pod.get_mut("overhead"))?;
+    if let Some(r) = pod.get_mut("resources") {
+        canonicalize_resource_list(r.get_mut("limits"))?;
+        canonicalize_resource_list(r.get_mut("requests"))?;
+    }
+    for vol in each_mut(pod.get_mut("volumes")) {
+        if let Some(sl) = vol.get_mut("emptyDir").and_then(|e| e.get_mut("sizeLimit"))
+            && !sl.is_null()
+        {
+            canonicalize_quantity(sl, false)?;
+        }
+        for item in each_mut(vol.get_mut("downwardAPI").and_then(|d| d.get_mut("items"))) {
+            canonicalize_divisor(Some(item))?;
+        }
+        for src in each_mut(vol.get_mut("projected").and_then(|p| p.get_mut("sources"))) {
+            for item in each_mut(src.get_mut("downwardAPI").and_then(|d| d.get_mut("items"))) {
+                canonicalize_divisor(Some(item))?;
+            }
+        }
+        if let Some(r) = vol
+            .get_mut("ephemeral")
+            .and_then(|e| e.get_mut("volumeClaimTemplate"))
+            .and_then(|t| t.get_mut("spec"))
+            .and_then(|s| s.get_mut("resources"))
+        {
+            canonicalize_resource_list(r.get_mut("limits"))?;
+            canonicalize_resource_list(r.get_mut("requests"))?;
+        }
+    }
+    Ok(())
+}
+
 impl Strategy for JobStrategy {
     fn info(&self) -> &ResourceInfo {
         &self.info
+    }
+
+    /// Quantities are parsed by the codec: a malformed one is a 400 before anything else, and the
+    /// stored form is canonical.
+    fn decode(&self, obj: &mut Value) -> Result<Warnings, ApiError> {
+        canonicalize_quantities(obj).map_err(|e| {
+            ApiError::bad_request(format!(
+                "Job in version \"v1\" cannot be handled as a Job: {e}"
+            ))
+        })?;
+        Ok(Vec::new())
     }
 
     fn default(&self, obj: &mut Value) {
@@ -264,5 +362,183 @@ impl Strategy for JobStrategy {
 
     fn table(&self) -> Option<&'static TableSpec> {
         Some(&table::JOB_TABLE)
+    }
+}
+
+/// A Job as a create would store it (defaulted, selector generated), for unit tests.
+#[cfg(test)]
+pub(crate) fn test_job(name: &str, spec: Value) -> Value {
+    let mut sp = json!({"template": {"spec": {"restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "registry.k8s.io/busybox:1.36"}]}}});
+    if let (Some(dst), Some(src)) = (sp.as_object_mut(), spec.as_object()) {
+        for (k, v) in src {
+            dst.insert(k.clone(), v.clone());
+        }
+    }
+    let mut job = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "ns", "uid": "00000000-0000-4000-8000-000000000001",
+                     "resourceVersion": "1", "creationTimestamp": "2025-06-01T09:00:00Z"},
+        "spec": sp});
+    let s = JobStrategy::new();
+    s.default(&mut job);
+    s.prepare_for_create(&mut job);
+    job
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prepare_for_create_generates_selector_labels_and_resets_status() {
+        let mut job = json!({"metadata": {"name": "j", "uid": "u"},
+            "spec": {"template": {"metadata": {"labels": {"app": "x", "job-name": "custom"}},
+                                  "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}},
+            "status": {"active": 3}});
+        let s = JobStrategy::new();
+        s.default(&mut job);
+        s.prepare_for_create(&mut job);
+        assert_eq!(job["status"], json!({}));
+        assert_eq!(job["metadata"]["generation"], 1);
+        assert_eq!(
+            job["spec"]["template"]["metadata"]["labels"],
+            json!({"app": "x", "job-name": "custom", "batch.kubernetes.io/job-name": "j",
+                   "controller-uid": "u", "batch.kubernetes.io/controller-uid": "u"})
+        );
+        assert_eq!(
+            job["spec"]["selector"],
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}})
+        );
+        // The Job had no labels, so it shares the template's (generated ones included).
+        assert_eq!(
+            job["metadata"]["labels"],
+            job["spec"]["template"]["metadata"]["labels"]
+        );
+        // The user's conflicting job-name label is reported by validation, not overwritten.
+        let errs = s.validate_create(&job);
+        assert_eq!(
+            errs.iter().map(|e| e.message()).collect::<Vec<_>>(),
+            [
+                "spec.template.metadata.labels[job-name]: Invalid value: {\"app\":\"x\",\"batch.kubernetes.io/controller-uid\":\"u\",\"batch.kubernetes.io/job-name\":\"j\",\"controller-uid\":\"u\",\"job-name\":\"custom\"}: must be 'j'"
+            ]
+        );
+    }
+
+    #[test]
+    fn explicit_job_labels_are_kept_and_manual_selectors_untouched() {
+        let job = test_job("j", json!({}));
+        assert_eq!(job["metadata"]["labels"]["job-name"], "j");
+        let mut labelled = json!({"metadata": {"name": "k", "uid": "u", "labels": {"app": "a"}},
+            "spec": {"manualSelector": true, "selector": {"matchLabels": {"app": "a"}},
+                     "template": {"metadata": {"labels": {"app": "a"}}}}});
+        let s = JobStrategy::new();
+        s.default(&mut labelled);
+        s.prepare_for_create(&mut labelled);
+        assert_eq!(labelled["metadata"]["labels"], json!({"app": "a"}));
+        assert_eq!(
+            labelled["spec"]["template"]["metadata"]["labels"],
+            json!({"app": "a"})
+        );
+        assert_eq!(
+            labelled["spec"]["selector"],
+            json!({"matchLabels": {"app": "a"}})
+        );
+    }
+
+    #[test]
+    fn a_long_name_does_not_leak_invalid_labels_onto_the_job() {
+        let name = "n".repeat(64);
+        let job = test_job(&name, json!({}));
+        assert!(job["metadata"].get("labels").is_none());
+        assert_eq!(JobStrategy::new().validate_create(&job).len(), 2);
+    }
+
+    #[test]
+    fn updates_keep_status_and_bump_generation_on_spec_change() {
+        let s = JobStrategy::new();
+        let mut old = test_job("j", json!({}));
+        old["status"] = json!({"active": 1});
+        let mut same = old.clone();
+        same["status"] = json!({"active": 9});
+        s.prepare_for_update(&mut same, &old);
+        assert_eq!(same["status"], json!({"active": 1}));
+        assert_eq!(same["metadata"]["generation"], 1);
+        let mut changed = old.clone();
+        changed["spec"]["parallelism"] = json!(4);
+        s.prepare_for_update(&mut changed, &old);
+        assert_eq!(changed["metadata"]["generation"], 2);
+        // Labels removed on update come back from the template (decode-time default).
+        let mut unlabelled = old.clone();
+        unlabelled["metadata"]["labels"] = json!({});
+        s.prepare_for_update(&mut unlabelled, &old);
+        assert_eq!(unlabelled["metadata"]["labels"], old["metadata"]["labels"]);
+    }
+
+    #[test]
+    fn status_writes_ignore_spec_and_drop_zero_counters() {
+        let s = JobStrategy::new();
+        let old = test_job("j", json!({}));
+        let mut new = old.clone();
+        new["spec"]["parallelism"] = json!(7);
+        new["metadata"]["labels"]["extra"] = json!("yes");
+        new["status"] = json!({"active": 0, "succeeded": 0, "failed": 0, "ready": 0, "terminating": 0,
+                               "completedIndexes": "", "conditions": [], "startTime": null,
+                               "uncountedTerminatedPods": {"succeeded": [], "failed": null}});
+        s.prepare_for_status_update(&mut new, &old);
+        assert_eq!(new["spec"], old["spec"]);
+        assert_eq!(new["metadata"]["labels"]["extra"], "yes");
+        assert_eq!(
+            new["status"],
+            json!({"ready": 0, "terminating": 0, "uncountedTerminatedPods": {}})
+        );
+        assert!(s.validate_status_update(&new, &old).is_empty());
+    }
+
+    #[test]
+    fn decode_canonicalises_quantities() {
+        let s = JobStrategy::new();
+        let mut job = json!({"spec": {"template": {"spec": {
+            "containers": [{"name": "c", "resources": {"limits": {"cpu": 1, "memory": "1024Mi"}, "requests": {"cpu": "0.5"}},
+                            "env": [{"name": "E", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "divisor": "1000m"}}}]}],
+            "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "2048Ki"}}],
+            "overhead": {"cpu": "0.0001"}}}}});
+        assert!(s.decode(&mut job).unwrap().is_empty());
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["containers"][0]["resources"],
+            json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}})
+        );
+        assert_eq!(
+            pod["containers"][0]["env"][0]["valueFrom"]["resourceFieldRef"]["divisor"],
+            "1"
+        );
+        assert_eq!(pod["volumes"][0]["emptyDir"]["sizeLimit"], "2Mi");
+        assert_eq!(pod["overhead"]["cpu"], "1m");
+        let mut bad = json!({"spec": {"template": {"spec": {"containers": [{"resources": {"limits": {"memory": "1 GB"}}}]}}}});
+        let e = s.decode(&mut bad).unwrap_err();
+        assert_eq!(e.code, 400);
+        assert_eq!(
+            e.message,
+            "Job in version \"v1\" cannot be handled as a Job: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+        );
+    }
+
+    #[test]
+    fn info_field_values_and_table() {
+        let s = JobStrategy::new();
+        assert_eq!(s.info().api_version(), "batch/v1");
+        assert_eq!(
+            s.info().storage_version_hash.as_deref(),
+            Some("mudhfqk/qZY=")
+        );
+        assert_eq!(s.info().categories, ["all"]);
+        assert!(s.info().short_names.is_empty());
+        assert_eq!(
+            s.field_value(&json!({"status": {"succeeded": 3}}), "status.successful")
+                .as_deref(),
+            Some("3")
+        );
+        assert_eq!(s.field_value(&json!({}), "status.active"), None);
+        assert_eq!(s.table().map(|t| t.columns.len()), Some(8));
     }
 }

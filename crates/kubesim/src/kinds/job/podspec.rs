@@ -220,10 +220,8 @@ fn validate_volume_source(vol: &Value, path: &str) -> FieldErrors {
         count += 1;
         let sp = format!("{path}.{json}");
         match *json {
-            "hostPath" => {
-                if get_str(src, &["path"]).unwrap_or("").is_empty() {
-                    errs.push(FieldError::required(format!("{sp}.path"), ""));
-                }
+            "hostPath" if get_str(src, &["path"]).unwrap_or("").is_empty() => {
+                errs.push(FieldError::required(format!("{sp}.path"), ""));
             }
             "secret" => {
                 validate_key_to_paths(&mut errs, &sp, get_arr(src, &["items"]));
@@ -244,10 +242,8 @@ fn validate_volume_source(vol: &Value, path: &str) -> FieldErrors {
                     get_i64(src, &["defaultMode"]),
                 );
             }
-            "persistentVolumeClaim" => {
-                if get_str(src, &["claimName"]).unwrap_or("").is_empty() {
-                    errs.push(FieldError::required(format!("{sp}.claimName"), ""));
-                }
+            "persistentVolumeClaim" if get_str(src, &["claimName"]).unwrap_or("").is_empty() => {
+                errs.push(FieldError::required(format!("{sp}.claimName"), ""));
             }
             "nfs" => {
                 if get_str(src, &["server"]).unwrap_or("").is_empty() {

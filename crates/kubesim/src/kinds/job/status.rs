@@ -464,3 +464,282 @@ pub fn validate_job_status_transition(old_job: &Value, new_job: &Value) -> Field
     }
     errs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::job::test_job;
+    use serde_json::json;
+
+    const T0: &str = "2025-06-01T10:00:00Z";
+    const T1: &str = "2025-06-01T10:05:00Z";
+
+    fn c(t: &str, status: &str) -> Value {
+        json!({"type": t, "status": status})
+    }
+
+    fn with_status(job: &Value, status: Value) -> Value {
+        let mut j = job.clone();
+        j["status"] = status;
+        j
+    }
+
+    fn msgs(old: &Value, new_status: Value) -> Vec<String> {
+        validate_job_status_transition(old, &with_status(old, new_status))
+            .iter()
+            .map(FieldError::message)
+            .collect()
+    }
+
+    #[test]
+    fn counters_are_non_negative_and_never_decrease() {
+        let job = with_status(
+            &test_job("j", json!({})),
+            json!({"startTime": T0, "active": 1, "failed": 2, "succeeded": 1}),
+        );
+        assert_eq!(
+            msgs(
+                &job,
+                json!({"startTime": T0, "active": 1, "ready": -1, "terminating": -1, "failed": 1})
+            ),
+            [
+                "status.ready: Invalid value: -1: must be greater than or equal to 0",
+                "status.terminating: Invalid value: -1: must be greater than or equal to 0",
+                "status.failed: Invalid value: 1: cannot decrease the failed counter",
+                "status.succeeded: Invalid value: 0: cannot decrease the succeeded counter",
+            ]
+        );
+        // Elastic Indexed Jobs (completions == parallelism) may lose succeeded pods on scale-down.
+        let elastic = with_status(
+            &test_job(
+                "e",
+                json!({"completionMode": "Indexed", "completions": 3, "parallelism": 3}),
+            ),
+            json!({"startTime": T0, "succeeded": 2, "completedIndexes": "0,1"}),
+        );
+        assert!(
+            msgs(
+                &elastic,
+                json!({"startTime": T0, "succeeded": 1, "completedIndexes": "0"})
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn uncounted_uids_are_unique_and_non_empty() {
+        let job = with_status(
+            &test_job("j", json!({})),
+            json!({"startTime": T0, "active": 1}),
+        );
+        assert_eq!(
+            msgs(
+                &job,
+                json!({"startTime": T0, "active": 1, "uncountedTerminatedPods": {"succeeded": ["a", ""], "failed": ["a"]}})
+            ),
+            [
+                "status.uncountedTerminatedPods.succeeded[1]: Invalid value: \"\": must not be empty",
+                "status.uncountedTerminatedPods.failed[0]: Duplicate value: \"a\"",
+            ]
+        );
+    }
+
+    #[test]
+    fn interim_conditions_are_points_of_no_return() {
+        let job = test_job("j", json!({}));
+        let scm = with_status(
+            &job,
+            json!({"startTime": T0, "active": 1, "conditions": [c("SuccessCriteriaMet", "True")]}),
+        );
+        assert_eq!(
+            msgs(
+                &scm,
+                json!({"startTime": T0, "active": 1, "conditions": [c("SuccessCriteriaMet", "False")]})
+            ),
+            [
+                "status.conditions: Invalid value: cannot disable the SuccessCriteriaMet=True condition"
+            ]
+        );
+        let ft = with_status(
+            &job,
+            json!({"startTime": T0, "conditions": [c("FailureTarget", "True")]}),
+        );
+        assert_eq!(
+            msgs(&ft, json!({"startTime": T0})),
+            [
+                "status.conditions: Invalid value: cannot disable the terminal FailureTarget=True condition"
+            ]
+        );
+        // A Complete written without SuccessCriteriaMet (old servers) cannot get it afterwards.
+        let old_complete = with_status(
+            &job,
+            json!({"startTime": T0, "completionTime": T1, "conditions": [c("Complete", "True")]}),
+        );
+        assert_eq!(
+            msgs(
+                &old_complete,
+                json!({"startTime": T0, "completionTime": T1,
+                                        "conditions": [c("Complete", "True"), c("SuccessCriteriaMet", "True")]})
+            ),
+            [
+                "status.conditions: Invalid value: cannot set SuccessCriteriaMet=True for Job already has Complete=true conditions"
+            ]
+        );
+        let failed = with_status(
+            &job,
+            json!({"startTime": T0, "conditions": [c("FailureTarget", "True"), c("Failed", "True")]}),
+        );
+        assert_eq!(
+            msgs(
+                &failed,
+                json!({"startTime": T0, "conditions": [c("FailureTarget", "True")]})
+            ),
+            ["status.conditions: Invalid value: cannot disable the terminal Failed=True condition"]
+        );
+    }
+
+    #[test]
+    fn success_policy_needs_success_criteria_met() {
+        let sp = with_status(
+            &test_job(
+                "j",
+                json!({"completionMode": "Indexed", "completions": 2, "parallelism": 2,
+                                   "successPolicy": {"rules": [{"succeededCount": 1}]}}),
+            ),
+            json!({"startTime": T0, "conditions": [c("SuccessCriteriaMet", "True")]}),
+        );
+        // Removing it is caught twice: as a disabled interim condition and by the success policy rule.
+        assert_eq!(
+            msgs(
+                &sp,
+                json!({"startTime": T0, "completionTime": T1, "conditions": [c("Complete", "True")]})
+            ),
+            [
+                "status.conditions: Invalid value: cannot set Complete=True condition without the SuccessCriteriaMet=true condition",
+                "status.conditions: Invalid value: cannot set Complete=True for Job with SuccessPolicy unless SuccessCriteriaMet=True",
+                "status.conditions: Invalid value: cannot disable the SuccessCriteriaMet=True condition",
+            ]
+        );
+    }
+
+    #[test]
+    fn finished_jobs_have_no_running_pods() {
+        let job = with_status(
+            &test_job("j", json!({})),
+            json!({"startTime": T0, "active": 1, "terminating": 1}),
+        );
+        assert_eq!(
+            msgs(
+                &job,
+                json!({"startTime": T0, "terminating": 2, "failed": 1,
+                              "conditions": [c("FailureTarget", "True"), c("Failed", "True")]})
+            ),
+            ["status.terminating: Invalid value: 2: terminating>0 is invalid for finished job"]
+        );
+        // Unchanged fields are not re-checked (old statuses written before a rule existed stay writable).
+        let legacy = with_status(
+            &test_job("j", json!({})),
+            json!({"terminating": 1, "conditions": [c("FailureTarget", "True"), c("Failed", "True")]}),
+        );
+        assert!(msgs(&legacy, json!({"terminating": 1, "failed": 1, "conditions": [c("FailureTarget", "True"), c("Failed", "True")]})).is_empty());
+        // A suspended Job with zero completions can finish without ever starting.
+        let zero = test_job("z", json!({"suspend": true, "completions": 0}));
+        assert!(msgs(&zero, json!({"succeeded": 0, "completionTime": T1,
+                                   "conditions": [c("SuccessCriteriaMet", "True"), c("Complete", "True")]})).is_empty());
+    }
+
+    #[test]
+    fn start_time_rules() {
+        let job = with_status(
+            &test_job("j", json!({})),
+            json!({"startTime": T0, "active": 1}),
+        );
+        // The same instant written differently is not a change.
+        assert!(
+            msgs(
+                &job,
+                json!({"startTime": "2025-06-01T12:00:00+02:00", "active": 1})
+            )
+            .is_empty()
+        );
+        // Suspended Jobs may clear or move it; so may the write that resumes a Job.
+        let mut suspended = job.clone();
+        suspended["spec"]["suspend"] = json!(true);
+        assert!(msgs(&suspended, json!({"conditions": [c("Suspended", "True")]})).is_empty());
+        let resuming = with_status(
+            &test_job("j", json!({})),
+            json!({"startTime": T0, "conditions": [c("Suspended", "True")]}),
+        );
+        assert!(
+            msgs(
+                &resuming,
+                json!({"startTime": T1, "active": 1, "conditions": [c("Suspended", "False")]})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            msgs(
+                &resuming,
+                json!({"startTime": T1, "active": 1, "conditions": [c("Suspended", "True")]})
+            ),
+            [
+                "status.startTime: Invalid value: \"2025-06-01T10:05:00Z\": field is immutable for unsuspended job once set"
+            ]
+        );
+        // The first startTime is always welcome.
+        let fresh = test_job("f", json!({}));
+        assert!(msgs(&fresh, json!({"startTime": T0, "active": 1, "ready": 1})).is_empty());
+    }
+
+    #[test]
+    fn index_lists() {
+        let job = with_status(
+            &test_job(
+                "j",
+                json!({"completionMode": "Indexed", "completions": 4, "parallelism": 4, "backoffLimitPerIndex": 1}),
+            ),
+            json!({"startTime": T0, "active": 4, "failedIndexes": ""}),
+        );
+        assert_eq!(
+            msgs(
+                &job,
+                json!({"startTime": T0, "active": 4, "failedIndexes": "3,1", "completedIndexes": "0-2", "succeeded": 3})
+            ),
+            [
+                "status.failedIndexes: Invalid value: \"3,1\": error parsing failedIndexes: non-increasing order, previous: 3, current: 1",
+                "status.failedIndexes: Invalid value: \"3,1\": failedIndexes and completedIndexes overlap at index: 1",
+            ]
+        );
+        assert!(msgs(&job, json!({"startTime": T0, "active": 2, "failedIndexes": "3", "completedIndexes": "0,1", "succeeded": 2, "failed": 1})).is_empty());
+        assert_eq!(
+            msgs(
+                &job,
+                json!({"startTime": T0, "active": 4, "completedIndexes": "0-3-4"})
+            ),
+            [
+                "status.completedIndexes: Invalid value: \"0-3-4\": error parsing completedIndexes: the fragment \"0-3-4\" violates the requirement that an index interval can have at most two parts separated by '-'"
+            ]
+        );
+    }
+
+    #[test]
+    fn completion_time_rules() {
+        let job = with_status(
+            &test_job("j", json!({})),
+            json!({"startTime": T0, "active": 1}),
+        );
+        let done = json!({"startTime": T0, "succeeded": 1, "completionTime": T1,
+                          "conditions": [c("SuccessCriteriaMet", "True"), c("Complete", "True")]});
+        assert!(msgs(&job, done.clone()).is_empty());
+        let finished = with_status(&job, done);
+        // Clearing completionTime of a Complete Job is reported by the "required" rule.
+        assert_eq!(
+            msgs(
+                &finished,
+                json!({"startTime": T0, "succeeded": 1,
+                                   "conditions": [c("SuccessCriteriaMet", "True"), c("Complete", "True")]})
+            ),
+            ["status.completionTime: Required value: completionTime is required for Complete jobs"]
+        );
+    }
+}
