@@ -1,1 +1,22 @@
-//! courier-core
+//! courier-core: Courier's decisions as pure functions. Values in, decisions out: no I/O, no async, no
+//! clocks (`now` is always an input), so every rule is unit- and property-testable.
+//!
+//! - [`selector`]: `courier.dev/cluster-selector` strings, matched against WorkerCluster labels.
+//! - [`indexes`]: Job index lists (`completedIndexes`, `failedIndexes`).
+//! - [`job`]: the few facts about a Job spec/status the decisions need, read from JSON or typed values.
+//! - [`mirror`]: building a mirror Job from an origin's JSON; spec drift that flows down.
+//! - [`ownership`]: whose a remote Job is (current mirror, stale mirror, someone else's).
+//! - [`placement`]: which worker cluster gets a Job, or why none can.
+//! - [`dispatched`]: the `courier.dev/Dispatched` condition recording which epoch has reported.
+//! - [`status`]: translating a mirror's status into the origin's, always a legal transition.
+//! - [`reconcile`]: `decide`, the whole controller brain for one origin Job.
+
+pub mod dispatched;
+pub mod indexes;
+pub mod job;
+pub mod mirror;
+pub mod ownership;
+pub mod placement;
+pub mod reconcile;
+pub mod selector;
+pub mod status;

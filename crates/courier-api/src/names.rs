@@ -1,0 +1,64 @@
+//! Fixed names (DESIGN.md "Names"). Tests and charts depend on them.
+
+/// The product, binary and default field manager / event reporting component.
+pub const PRODUCT: &str = "courier";
+
+/// `spec.managedBy` of origin Jobs Courier owns. The management cluster's Job controller skips them.
+pub const MANAGED_BY: &str = "courier.dev/dispatcher";
+
+/// API group of Courier's own resources.
+pub const GROUP: &str = "courier.dev";
+/// API version of Courier's own resources.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` of Courier's own resources.
+pub const API_VERSION: &str = "courier.dev/v1alpha1";
+
+/// Kind of the (cluster-scoped) worker registration.
+pub const WORKER_CLUSTER_KIND: &str = "WorkerCluster";
+/// Plural resource name of [`WORKER_CLUSTER_KIND`].
+pub const WORKER_CLUSTER_PLURAL: &str = "workerclusters";
+
+/// Label on mirrors: the `--origin` id of the management cluster that owns the mirror.
+pub const LABEL_ORIGIN: &str = "courier.dev/origin";
+/// Label on mirrors: UID of the origin Job.
+pub const LABEL_ORIGIN_UID: &str = "courier.dev/origin-uid";
+/// Label on mirrors and annotation on origins: the placement epoch (decimal, starts at 1).
+pub const EPOCH: &str = "courier.dev/epoch";
+/// Label on mirrors carrying the epoch (same key as [`ANNOTATION_EPOCH`]).
+pub const LABEL_EPOCH: &str = EPOCH;
+/// Annotation on origins carrying the epoch of the current placement intent.
+pub const ANNOTATION_EPOCH: &str = EPOCH;
+/// Label on origins: the WorkerCluster the origin is placed on (the intent).
+pub const LABEL_CLUSTER: &str = "courier.dev/cluster";
+/// Annotation on origins: how many times the origin was re-dispatched after losing its mirror.
+pub const ANNOTATION_REDISPATCHES: &str = "courier.dev/redispatches";
+/// Annotation a user may set on an origin: a label selector over WorkerCluster labels.
+pub const ANNOTATION_CLUSTER_SELECTOR: &str = "courier.dev/cluster-selector";
+/// Finalizer on origins that have (or may have) a mirror.
+pub const FINALIZER: &str = "courier.dev/mirror-cleanup";
+
+/// Default key of the kubeconfig in a WorkerCluster's Secret.
+pub const DEFAULT_KUBECONFIG_KEY: &str = "kubeconfig";
+/// Default `--origin` id.
+pub const DEFAULT_ORIGIN_ID: &str = "courier";
+/// Default namespace Courier runs in (and reads kubeconfig Secrets from).
+pub const DEFAULT_NAMESPACE: &str = "courier-system";
+
+/// Origin Job condition type recording which epoch's mirror has reported (see `courier-core`'s
+/// `dispatched` module). Job condition types are not validated, so a domain-prefixed type is safe.
+pub const CONDITION_DISPATCHED: &str = "courier.dev/Dispatched";
+/// Reason of the [`CONDITION_DISPATCHED`] condition.
+pub const REASON_MIRROR_CREATED: &str = "MirrorCreated";
+
+/// The four template labels the Job controller generates (stripped from mirrors unless
+/// `manualSelector` is true, or the worker rejects the copied selector).
+pub const JOB_CONTROLLER_TEMPLATE_LABELS: [&str; 4] = [
+    "controller-uid",
+    "batch.kubernetes.io/controller-uid",
+    "job-name",
+    "batch.kubernetes.io/job-name",
+];
+
+/// The two template labels that carry the Job's UID.
+pub const JOB_CONTROLLER_UID_LABELS: [&str; 2] =
+    ["controller-uid", "batch.kubernetes.io/controller-uid"];

@@ -1,0 +1,50 @@
+//! Condition reasons (WorkerCluster `Ready`) and event reasons (on origin Jobs).
+
+/// WorkerCluster condition type saying whether Courier can talk to the worker.
+pub const CONDITION_READY: &str = "Ready";
+
+/// `Ready=True`: the worker answered with the configured credentials.
+pub const REASON_CONNECTED: &str = "Connected";
+/// `Ready=False`: the kubeconfig Secret (or its key) does not exist.
+pub const REASON_SECRET_NOT_FOUND: &str = "SecretNotFound";
+/// `Ready=False`: the Secret's kubeconfig could not be parsed or used.
+pub const REASON_INVALID_KUBECONFIG: &str = "InvalidKubeconfig";
+/// `Ready=False`: connection failed or timed out.
+pub const REASON_UNREACHABLE: &str = "Unreachable";
+/// `Ready=False`: the worker answered 401.
+pub const REASON_UNAUTHORIZED: &str = "Unauthorized";
+/// `Ready=False`: the worker answered 403.
+pub const REASON_FORBIDDEN: &str = "Forbidden";
+
+/// All `Ready` condition reasons, `Connected` first.
+pub const READY_REASONS: [&str; 6] = [
+    REASON_CONNECTED,
+    REASON_SECRET_NOT_FOUND,
+    REASON_INVALID_KUBECONFIG,
+    REASON_UNREACHABLE,
+    REASON_UNAUTHORIZED,
+    REASON_FORBIDDEN,
+];
+
+/// Event: a mirror of this epoch exists on a worker (emitted once per epoch, when it first reports).
+pub const EVENT_DISPATCHED: &str = "Dispatched";
+/// Event: the chosen worker already has someone else's Job with this name; placement moved on.
+pub const EVENT_MIRROR_CONFLICT: &str = "MirrorConflict";
+/// Event: the mirror or its worker was lost before the Job finished; a new epoch was placed elsewhere.
+pub const EVENT_REDISPATCHED: &str = "Redispatched";
+/// Event: no WorkerCluster can take the Job right now (the message says why).
+pub const EVENT_NO_ELIGIBLE_CLUSTER: &str = "NoEligibleCluster";
+/// Event: copying the mirror's status onto the origin failed (emitted by the controller).
+pub const EVENT_STATUS_SYNC_FAILED: &str = "StatusSyncFailed";
+/// Event (and Job condition reason): the Job could not be dispatched and was failed, or a mirror
+/// could not be built.
+pub const EVENT_DISPATCH_FAILED: &str = "DispatchFailed";
+/// Event: the mirror was lost after the Job had already met its success or failure criteria, so the
+/// origin was finished from those criteria instead of being re-dispatched.
+pub const EVENT_MIRROR_LOST: &str = "MirrorLost";
+/// Event: the origin was deleted while its worker was unreachable past the worker-lost timeout; the
+/// mirror there is left to Courier's garbage collection.
+pub const EVENT_MIRROR_ORPHANED: &str = "MirrorOrphaned";
+
+/// Job condition reason Courier uses when it fails an origin it could not keep dispatched.
+pub const JOB_REASON_DISPATCH_FAILED: &str = EVENT_DISPATCH_FAILED;

@@ -1,0 +1,262 @@
+//! The `WorkerCluster` custom resource (cluster-scoped, `courier.dev/v1alpha1`).
+//!
+//! A WorkerCluster registers one worker cluster: where its kubeconfig is, how large a share of
+//! placements it takes, and whether it takes new ones at all. Its labels are what an origin's
+//! `courier.dev/cluster-selector` matches.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, CustomResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::names::DEFAULT_KUBECONFIG_KEY;
+use crate::reasons::CONDITION_READY;
+
+/// Desired state of a worker registration.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "courier.dev",
+    version = "v1alpha1",
+    kind = "WorkerCluster",
+    plural = "workerclusters",
+    singular = "workercluster",
+    shortname = "wc",
+    category = "courier",
+    status = "WorkerClusterStatus",
+    derive = "PartialEq",
+    doc = "A worker cluster Courier may dispatch Jobs to. Cluster-scoped; its labels are what an origin Job's courier.dev/cluster-selector annotation matches.",
+    // JSON form: the structured form trips clippy's duplicated_attributes on repeated `type_`.
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.serverVersion"}"#,
+    printcolumn = r#"{"name":"Mirrors","type":"integer","jsonPath":".status.currentMirrors"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerClusterSpec {
+    /// The Secret (in Courier's own namespace) holding this worker's kubeconfig.
+    pub kubeconfig_secret_ref: KubeconfigSecretRef,
+    /// Share of placements relative to other clusters' weights. 0 = never chosen for new Jobs
+    /// (like `paused`, but meant as a standing policy); default 1.
+    #[serde(default = "default_weight")]
+    #[schemars(range(min = 0))]
+    pub weight: i32,
+    /// true = no new placements on this cluster; Jobs already running there continue.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+/// Where a worker's kubeconfig is stored.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeconfigSecretRef {
+    /// Name of the Secret in Courier's namespace.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Key in the Secret's data holding the kubeconfig; default "kubeconfig".
+    #[serde(default = "default_kubeconfig_key")]
+    pub key: String,
+}
+
+/// Observed state of a worker, written by Courier's cluster registry.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerClusterStatus {
+    /// `Ready`: True/Connected, or False with a reason naming the problem (SecretNotFound,
+    /// InvalidKubeconfig, Unreachable, Unauthorized, Forbidden).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The worker's `/version` gitVersion, e.g. `v1.36.2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_version: Option<String>,
+    /// Number of current mirrors Courier has on this worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_mirrors: Option<i32>,
+    /// When Courier last probed the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_probe_time: Option<Time>,
+}
+
+fn default_weight() -> i32 {
+    1
+}
+
+fn default_kubeconfig_key() -> String {
+    DEFAULT_KUBECONFIG_KEY.to_string()
+}
+
+impl KubeconfigSecretRef {
+    /// A reference to `name` with the default key.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            key: default_kubeconfig_key(),
+        }
+    }
+}
+
+impl WorkerClusterSpec {
+    /// A spec with the defaults (weight 1, not paused) for a kubeconfig in Secret `secret_name`.
+    pub fn new(secret_name: impl Into<String>) -> Self {
+        Self {
+            kubeconfig_secret_ref: KubeconfigSecretRef::new(secret_name),
+            weight: default_weight(),
+            paused: false,
+        }
+    }
+}
+
+impl WorkerClusterStatus {
+    /// The `Ready` condition, if any.
+    pub fn ready_condition(&self) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == CONDITION_READY)
+    }
+
+    /// Whether the `Ready` condition is True.
+    pub fn is_ready(&self) -> bool {
+        self.ready_condition().is_some_and(|c| c.status == "True")
+    }
+}
+
+impl WorkerCluster {
+    /// Whether the cluster is Ready (status `Ready=True`).
+    pub fn is_ready(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(WorkerClusterStatus::is_ready)
+    }
+}
+
+/// The WorkerCluster CustomResourceDefinition (what `courier crds` prints).
+pub fn crd() -> CustomResourceDefinition {
+    WorkerCluster::crd()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::{API_VERSION, GROUP, VERSION, WORKER_CLUSTER_KIND, WORKER_CLUSTER_PLURAL};
+    use serde_json::json;
+
+    #[test]
+    fn crd_names_scope_and_version() {
+        let crd = crd();
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("workerclusters.courier.dev")
+        );
+        assert_eq!(crd.spec.group, GROUP);
+        assert_eq!(crd.spec.scope, "Cluster");
+        assert_eq!(crd.spec.names.kind, WORKER_CLUSTER_KIND);
+        assert_eq!(crd.spec.names.plural, WORKER_CLUSTER_PLURAL);
+        assert_eq!(crd.spec.names.short_names, Some(vec!["wc".to_string()]));
+        assert_eq!(crd.spec.versions.len(), 1);
+        let v = &crd.spec.versions[0];
+        assert_eq!(v.name, VERSION);
+        assert!(v.served && v.storage);
+        let sub = v.subresources.as_ref().expect("subresources");
+        assert!(sub.status.is_some(), "status subresource");
+        assert_eq!(format!("{GROUP}/{VERSION}"), API_VERSION);
+    }
+
+    #[test]
+    fn crd_printer_columns() {
+        let crd = crd();
+        let cols = crd.spec.versions[0]
+            .additional_printer_columns
+            .clone()
+            .expect("columns");
+        let got: Vec<(String, String, String)> = cols
+            .into_iter()
+            .map(|c| (c.name, c.type_, c.json_path))
+            .collect();
+        let want = [
+            (
+                "Ready",
+                "string",
+                r#".status.conditions[?(@.type=="Ready")].status"#,
+            ),
+            (
+                "Reason",
+                "string",
+                r#".status.conditions[?(@.type=="Ready")].reason"#,
+            ),
+            ("Version", "string", ".status.serverVersion"),
+            ("Mirrors", "integer", ".status.currentMirrors"),
+            ("Age", "date", ".metadata.creationTimestamp"),
+        ];
+        let want: Vec<(String, String, String)> = want
+            .iter()
+            .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn crd_schema_defaults_and_bounds() {
+        let crd = crd();
+        let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema json");
+        let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
+        assert_eq!(spec["required"], json!(["kubeconfigSecretRef"]));
+        assert_eq!(spec["properties"]["weight"]["default"], json!(1));
+        assert_eq!(spec["properties"]["weight"]["minimum"].as_f64(), Some(0.0));
+        assert_eq!(spec["properties"]["paused"]["default"], json!(false));
+        let secret_ref = &spec["properties"]["kubeconfigSecretRef"];
+        assert_eq!(secret_ref["required"], json!(["name"]));
+        assert_eq!(
+            secret_ref["properties"]["key"]["default"],
+            json!("kubeconfig")
+        );
+        let status = &schema["openAPIV3Schema"]["properties"]["status"]["properties"];
+        assert_eq!(status["conditions"]["x-kubernetes-list-type"], json!("map"));
+        for field in ["serverVersion", "currentMirrors", "lastProbeTime"] {
+            assert!(status.get(field).is_some(), "status.{field} in schema");
+        }
+    }
+
+    #[test]
+    fn spec_defaults_when_deserialized() {
+        let wc: WorkerCluster = serde_json::from_value(json!({
+            "apiVersion": "courier.dev/v1alpha1",
+            "kind": "WorkerCluster",
+            "metadata": {"name": "eu-1", "labels": {"region": "eu"}},
+            "spec": {"kubeconfigSecretRef": {"name": "eu-1-kubeconfig"}}
+        }))
+        .expect("deserialize");
+        assert_eq!(wc.spec, WorkerClusterSpec::new("eu-1-kubeconfig"));
+        assert_eq!(wc.spec.kubeconfig_secret_ref.key, "kubeconfig");
+        assert_eq!(wc.spec.weight, 1);
+        assert!(!wc.spec.paused);
+        assert!(!wc.is_ready());
+    }
+
+    #[test]
+    fn ready_condition_lookup() {
+        let wc: WorkerCluster = serde_json::from_value(json!({
+            "apiVersion": "courier.dev/v1alpha1",
+            "kind": "WorkerCluster",
+            "metadata": {"name": "eu-1"},
+            "spec": {"kubeconfigSecretRef": {"name": "s", "key": "cfg"}, "weight": 3, "paused": true},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True", "reason": "Connected", "message": "ok",
+                                "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "serverVersion": "v1.36.2", "currentMirrors": 12, "lastProbeTime": "2026-01-01T00:00:05Z"
+            }
+        }))
+        .expect("deserialize");
+        assert!(wc.is_ready());
+        assert_eq!(wc.spec.weight, 3);
+        let status = wc.status.as_ref().expect("status");
+        assert_eq!(status.current_mirrors, Some(12));
+        assert_eq!(
+            status.ready_condition().map(|c| c.reason.as_str()),
+            Some("Connected")
+        );
+        // Round trip keeps the wire names.
+        let back = serde_json::to_value(&wc).expect("serialize");
+        assert_eq!(back["spec"]["kubeconfigSecretRef"]["key"], json!("cfg"));
+        assert_eq!(back["status"]["serverVersion"], json!("v1.36.2"));
+    }
+}

@@ -1,0 +1,433 @@
+//! Choosing the worker cluster for a Job, or saying exactly why none can take it.
+//!
+//! Eligible: matches the origin's cluster selector, not excluded for this origin (a foreign Job holds
+//! the name there, or the cluster was lost), not paused, weight > 0, and Ready. Among the eligible,
+//! the cluster with the lowest `(current mirrors + 1) / weight` wins — the load it would have after
+//! taking the Job, per unit of weight — so placements spread in proportion to weight. Ties go to the
+//! lexicographically smallest name, so the choice is deterministic.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use jiff::Timestamp;
+
+use courier_api::WorkerCluster;
+use courier_api::reasons::CONDITION_READY;
+
+use crate::selector::{ClusterSelector, SelectorError};
+
+/// What placement (and the reconciler) knows about one registered worker cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterView {
+    pub name: String,
+    /// The WorkerCluster's labels (what cluster selectors match).
+    pub labels: BTreeMap<String, String>,
+    /// Share of placements; 0 = never chosen.
+    pub weight: u32,
+    pub paused: bool,
+    /// The WorkerCluster's `Ready` condition is True.
+    pub ready: bool,
+    /// When the cluster stopped being Ready (the `Ready` condition's lastTransitionTime), if it is not.
+    pub not_ready_since: Option<Timestamp>,
+    pub server_version: Option<String>,
+    /// Current mirrors on the cluster (all origins).
+    pub current_mirrors: u32,
+}
+
+impl ClusterView {
+    /// A view of a WorkerCluster object; `current_mirrors` is the controller's own count (falls back
+    /// to the status' `currentMirrors`). `None` when the object has no name.
+    pub fn from_worker_cluster(wc: &WorkerCluster, current_mirrors: Option<u32>) -> Option<Self> {
+        let name = wc.metadata.name.clone().filter(|n| !n.is_empty())?;
+        let status = wc.status.clone().unwrap_or_default();
+        let ready_condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_READY);
+        let ready = ready_condition.is_some_and(|c| c.status == "True");
+        Some(Self {
+            name,
+            labels: wc.metadata.labels.clone().unwrap_or_default(),
+            weight: u32::try_from(wc.spec.weight).unwrap_or(0),
+            paused: wc.spec.paused,
+            ready,
+            not_ready_since: if ready {
+                None
+            } else {
+                ready_condition.map(|c| c.last_transition_time.0)
+            },
+            server_version: status.server_version,
+            current_mirrors: current_mirrors
+                .or_else(|| status.current_mirrors.and_then(|n| u32::try_from(n).ok()))
+                .unwrap_or(0),
+        })
+    }
+}
+
+/// Why one cluster cannot take this Job. Checked in this order; the first that applies is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Ineligibility {
+    SelectorMismatch,
+    /// Excluded for this origin: a foreign Job holds the name there, or the cluster was lost.
+    Excluded,
+    Paused,
+    ZeroWeight,
+    NotReady,
+}
+
+impl fmt::Display for Ineligibility {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Ineligibility::SelectorMismatch => "not matching the cluster selector",
+            Ineligibility::Excluded => "excluded for this Job (name conflict or lost)",
+            Ineligibility::Paused => "paused",
+            Ineligibility::ZeroWeight => "weight 0",
+            Ineligibility::NotReady => "not Ready",
+        })
+    }
+}
+
+/// Why no cluster was chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoEligibleCluster {
+    #[error("no WorkerCluster is registered")]
+    NoClusters,
+    #[error("invalid courier.dev/cluster-selector {selector:?}: {error}")]
+    InvalidSelector {
+        selector: String,
+        error: SelectorError,
+    },
+    #[error("{}", describe_rejections(selector.as_deref(), rejected))]
+    NoneEligible {
+        /// The selector as written, when the origin has one.
+        selector: Option<String>,
+        /// Every registered cluster with the reason it was rejected, by name.
+        rejected: Vec<(String, Ineligibility)>,
+    },
+}
+
+impl NoEligibleCluster {
+    /// Whether every cluster was rejected for the same reason (e.g. "all paused").
+    pub fn all_for(&self, reason: Ineligibility) -> bool {
+        match self {
+            NoEligibleCluster::NoneEligible { rejected, .. } => {
+                !rejected.is_empty() && rejected.iter().all(|(_, r)| *r == reason)
+            }
+            _ => false,
+        }
+    }
+}
+
+fn describe_rejections(selector: Option<&str>, rejected: &[(String, Ineligibility)]) -> String {
+    let total = rejected.len();
+    if let Some(s) = selector
+        && rejected
+            .iter()
+            .all(|(_, r)| *r == Ineligibility::SelectorMismatch)
+    {
+        return format!("cluster selector {s:?} matched none of the {total} WorkerClusters");
+    }
+    let mut by_reason: BTreeMap<Ineligibility, Vec<&str>> = BTreeMap::new();
+    for (name, reason) in rejected {
+        by_reason.entry(*reason).or_default().push(name);
+    }
+    let groups: Vec<String> = by_reason
+        .iter()
+        .map(|(reason, names)| match (reason, selector) {
+            (Ineligibility::SelectorMismatch, Some(s)) => {
+                format!("not matching selector {s:?}: {}", names.join(", "))
+            }
+            _ => format!("{reason}: {}", names.join(", ")),
+        })
+        .collect();
+    let every = match by_reason.keys().next() {
+        Some(Ineligibility::Paused) if by_reason.len() == 1 => " (all paused)",
+        Some(Ineligibility::NotReady) if by_reason.len() == 1 => " (none Ready)",
+        _ => "",
+    };
+    format!(
+        "no eligible WorkerCluster among {total}{every}: {}",
+        groups.join("; ")
+    )
+}
+
+/// Why `cluster` cannot take the Job, or `None` when it can.
+pub fn ineligibility(
+    cluster: &ClusterView,
+    selector: &ClusterSelector,
+    excluded: &BTreeSet<String>,
+) -> Option<Ineligibility> {
+    if !selector.matches(&cluster.labels) {
+        Some(Ineligibility::SelectorMismatch)
+    } else if excluded.contains(&cluster.name) {
+        Some(Ineligibility::Excluded)
+    } else if cluster.paused {
+        Some(Ineligibility::Paused)
+    } else if cluster.weight == 0 {
+        Some(Ineligibility::ZeroWeight)
+    } else if !cluster.ready {
+        Some(Ineligibility::NotReady)
+    } else {
+        None
+    }
+}
+
+/// Picks the cluster for a Job whose `courier.dev/cluster-selector` is `selector` (None = any),
+/// never one in `excluded`.
+pub fn choose_cluster<'a>(
+    clusters: &'a [ClusterView],
+    selector: Option<&str>,
+    excluded: &BTreeSet<String>,
+) -> Result<&'a ClusterView, NoEligibleCluster> {
+    if clusters.is_empty() {
+        return Err(NoEligibleCluster::NoClusters);
+    }
+    let parsed = match selector {
+        Some(s) => {
+            ClusterSelector::parse(s).map_err(|error| NoEligibleCluster::InvalidSelector {
+                selector: s.to_string(),
+                error,
+            })?
+        }
+        None => ClusterSelector::everything(),
+    };
+    let mut rejected = Vec::new();
+    let mut best: Option<&ClusterView> = None;
+    for cluster in clusters {
+        match ineligibility(cluster, &parsed, excluded) {
+            Some(reason) => rejected.push((cluster.name.clone(), reason)),
+            None => {
+                if best.is_none_or(|b| better(cluster, b) == Ordering::Less) {
+                    best = Some(cluster);
+                }
+            }
+        }
+    }
+    best.ok_or_else(|| {
+        rejected.sort();
+        NoEligibleCluster::NoneEligible {
+            selector: selector
+                .filter(|s| !s.trim().is_empty())
+                .map(str::to_string),
+            rejected,
+        }
+    })
+}
+
+/// Orders eligible clusters: lower `(mirrors + 1) / weight` first, then by name.
+fn better(a: &ClusterView, b: &ClusterView) -> Ordering {
+    // Cross-multiplied to stay in integers: (a.m + 1) / a.w  vs  (b.m + 1) / b.w.
+    let load_a = (u64::from(a.current_mirrors) + 1) * u64::from(b.weight);
+    let load_b = (u64::from(b.current_mirrors) + 1) * u64::from(a.weight);
+    load_a.cmp(&load_b).then_with(|| a.name.cmp(&b.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn cluster(name: &str, labels: &[(&str, &str)]) -> ClusterView {
+        ClusterView {
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            weight: 1,
+            paused: false,
+            ready: true,
+            not_ready_since: None,
+            server_version: Some("v1.36.0".into()),
+            current_mirrors: 0,
+        }
+    }
+
+    fn none() -> BTreeSet<String> {
+        BTreeSet::new()
+    }
+
+    #[test]
+    fn picks_least_loaded_relative_to_weight_then_name() {
+        let mut a = cluster("a", &[]);
+        let mut b = cluster("b", &[]);
+        assert_eq!(
+            choose_cluster(&[b.clone(), a.clone()], None, &none()).map(|c| &c.name),
+            Ok(&"a".to_string())
+        );
+        a.current_mirrors = 1;
+        assert_eq!(
+            choose_cluster(&[a.clone(), b.clone()], None, &none()).map(|c| c.name.as_str()),
+            Ok("b")
+        );
+        b.weight = 3;
+        b.current_mirrors = 2; // (2+1)/3 = 1 < (1+1)/1 = 2
+        assert_eq!(
+            choose_cluster(&[a.clone(), b.clone()], None, &none()).map(|c| c.name.as_str()),
+            Ok("b")
+        );
+        b.current_mirrors = 5; // 6/3 = 2 == 2/1: tie -> name
+        assert_eq!(
+            choose_cluster(&[b, a], None, &none()).map(|c| c.name.as_str()),
+            Ok("a")
+        );
+    }
+
+    #[test]
+    fn weights_share_placements() {
+        let mut clusters = vec![cluster("a", &[]), cluster("b", &[])];
+        clusters[1].weight = 3;
+        let mut count = BTreeMap::new();
+        for _ in 0..40 {
+            let name = choose_cluster(&clusters, None, &none())
+                .expect("eligible")
+                .name
+                .clone();
+            *count.entry(name.clone()).or_insert(0) += 1;
+            if let Some(c) = clusters.iter_mut().find(|c| c.name == name) {
+                c.current_mirrors += 1;
+            }
+        }
+        assert_eq!(count.get("a"), Some(&10));
+        assert_eq!(count.get("b"), Some(&30));
+    }
+
+    #[test]
+    fn filters_and_reasons() {
+        let mut paused = cluster("p", &[("region", "eu")]);
+        paused.paused = true;
+        let mut down = cluster("d", &[("region", "eu")]);
+        down.ready = false;
+        let mut zero = cluster("z", &[("region", "eu")]);
+        zero.weight = 0;
+        let us = cluster("us", &[("region", "us")]);
+        let conflicted = cluster("c", &[("region", "eu")]);
+        let all = vec![paused, down, zero, us, conflicted];
+        let excluded = BTreeSet::from(["c".to_string()]);
+        let err = choose_cluster(&all, Some("region=eu"), &excluded).expect_err("none eligible");
+        assert_eq!(
+            err,
+            NoEligibleCluster::NoneEligible {
+                selector: Some("region=eu".into()),
+                rejected: vec![
+                    ("c".into(), Ineligibility::Excluded),
+                    ("d".into(), Ineligibility::NotReady),
+                    ("p".into(), Ineligibility::Paused),
+                    ("us".into(), Ineligibility::SelectorMismatch),
+                    ("z".into(), Ineligibility::ZeroWeight),
+                ]
+            }
+        );
+        let text = err.to_string();
+        for part in [
+            "no eligible WorkerCluster among 5",
+            "not matching selector \"region=eu\": us",
+            "excluded for this Job (name conflict or lost): c",
+            "paused: p",
+            "weight 0: z",
+            "not Ready: d",
+        ] {
+            assert!(text.contains(part), "{text:?} lacks {part:?}");
+        }
+    }
+
+    #[test]
+    fn summary_messages() {
+        assert_eq!(
+            choose_cluster(&[], None, &none())
+                .expect_err("empty")
+                .to_string(),
+            "no WorkerCluster is registered"
+        );
+        let eu = cluster("eu", &[("region", "eu")]);
+        let err = choose_cluster(std::slice::from_ref(&eu), Some("region=us"), &none())
+            .expect_err("mismatch");
+        assert_eq!(
+            err.to_string(),
+            "cluster selector \"region=us\" matched none of the 1 WorkerClusters"
+        );
+        assert!(err.all_for(Ineligibility::SelectorMismatch));
+        let err = choose_cluster(std::slice::from_ref(&eu), Some("region in (eu"), &none())
+            .expect_err("bad");
+        assert!(matches!(err, NoEligibleCluster::InvalidSelector { .. }));
+        assert!(
+            err.to_string()
+                .starts_with("invalid courier.dev/cluster-selector \"region in (eu\": ")
+        );
+        let mut p = eu.clone();
+        p.paused = true;
+        let err = choose_cluster(&[p], None, &none()).expect_err("paused");
+        assert!(err.all_for(Ineligibility::Paused));
+        assert!(err.to_string().contains("(all paused)"), "{err}");
+        let mut d = eu;
+        d.ready = false;
+        let err = choose_cluster(&[d], None, &none()).expect_err("down");
+        assert!(err.to_string().contains("(none Ready)"), "{err}");
+    }
+
+    #[test]
+    fn view_from_worker_cluster() {
+        let wc: WorkerCluster = serde_json::from_value(serde_json::json!({
+            "apiVersion": "courier.dev/v1alpha1", "kind": "WorkerCluster",
+            "metadata": {"name": "eu-1", "labels": {"region": "eu"}},
+            "spec": {"kubeconfigSecretRef": {"name": "s"}, "weight": 2},
+            "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Unreachable",
+                "message": "timeout", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "serverVersion": "v1.30.1", "currentMirrors": 4}
+        }))
+        .expect("wc");
+        let v = ClusterView::from_worker_cluster(&wc, None).expect("view");
+        assert_eq!(v.name, "eu-1");
+        assert_eq!(v.weight, 2);
+        assert!(!v.ready);
+        assert_eq!(
+            v.not_ready_since,
+            Some("2026-01-01T00:00:00Z".parse().expect("ts"))
+        );
+        assert_eq!(v.current_mirrors, 4);
+        assert_eq!(
+            ClusterView::from_worker_cluster(&wc, Some(7)).map(|v| v.current_mirrors),
+            Some(7)
+        );
+    }
+
+    proptest! {
+        /// The choice is eligible, and no eligible cluster is strictly better; the result does not
+        /// depend on the order clusters are listed in.
+        #[test]
+        fn choice_is_optimal_and_order_independent(
+            specs in proptest::collection::vec((0u32..4, 0u32..10, any::<bool>(), any::<bool>(), any::<bool>()), 1..8),
+            excluded_mask in proptest::collection::vec(any::<bool>(), 8),
+        ) {
+            let clusters: Vec<ClusterView> = specs.iter().enumerate().map(|(i, &(w, m, paused, ready, eu))| {
+                let mut c = cluster(&format!("c{i}"), &[("region", if eu { "eu" } else { "us" })]);
+                c.weight = w; c.current_mirrors = m; c.paused = paused; c.ready = ready;
+                c
+            }).collect();
+            let excluded: BTreeSet<String> = clusters.iter().zip(&excluded_mask)
+                .filter(|(_, x)| **x).map(|(c, _)| c.name.clone()).collect();
+            let sel = ClusterSelector::parse("region=eu").expect("selector");
+            let forward = choose_cluster(&clusters, Some("region=eu"), &excluded);
+            let mut reversed = clusters.clone();
+            reversed.reverse();
+            let backward = choose_cluster(&reversed, Some("region=eu"), &excluded);
+            prop_assert_eq!(forward.clone().map(|c| c.name.clone()), backward.map(|c| c.name.clone()));
+            let eligible: Vec<&ClusterView> = clusters.iter().filter(|c| ineligibility(c, &sel, &excluded).is_none()).collect();
+            match forward {
+                Ok(chosen) => {
+                    prop_assert!(eligible.iter().any(|c| c.name == chosen.name));
+                    prop_assert!(chosen.weight > 0 && chosen.ready && !chosen.paused && !excluded.contains(&chosen.name));
+                    for c in &eligible {
+                        prop_assert_ne!(better(c, chosen), Ordering::Less);
+                    }
+                }
+                Err(NoEligibleCluster::NoneEligible { rejected, .. }) => {
+                    prop_assert!(eligible.is_empty());
+                    prop_assert_eq!(rejected.len(), clusters.len());
+                }
+                Err(other) => prop_assert!(false, "unexpected {:?}", other),
+            }
+        }
+    }
+}

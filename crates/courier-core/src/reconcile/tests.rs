@@ -1,0 +1,807 @@
+use super::*;
+use crate::placement::ClusterView;
+use serde_json::json;
+
+const T0: &str = "2026-05-01T10:00:00Z";
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().expect("timestamp")
+}
+
+fn t0() -> Timestamp {
+    ts(T0)
+}
+
+/// The origin as the management API server would store it.
+fn origin_json() -> Value {
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "train", "namespace": "ml", "uid": "uid-1", "resourceVersion": "10",
+                     "generation": 1, "labels": {"team": "a"}},
+        "spec": {"managedBy": "courier.dev/dispatcher", "parallelism": 2, "completions": 3,
+                 "backoffLimit": 6, "suspend": false, "completionMode": "NonIndexed",
+                 "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}},
+        "status": {}
+    })
+}
+
+struct World {
+    origin: Value,
+    clusters: Vec<ClusterView>,
+    mirrors: BTreeMap<String, MirrorObservation>,
+    config: DispatchConfig,
+    hints: Hints,
+    now: Timestamp,
+}
+
+fn cluster(name: &str) -> ClusterView {
+    ClusterView {
+        name: name.into(),
+        labels: BTreeMap::from([("region".to_string(), "eu".to_string())]),
+        weight: 1,
+        paused: false,
+        ready: true,
+        not_ready_since: None,
+        server_version: Some("v1.36.0".into()),
+        current_mirrors: 0,
+    }
+}
+
+impl World {
+    fn new() -> Self {
+        let clusters = vec![cluster("a"), cluster("b")];
+        let mirrors = clusters
+            .iter()
+            .map(|c| (c.name.clone(), MirrorObservation::Absent))
+            .collect();
+        Self {
+            origin: origin_json(),
+            clusters,
+            mirrors,
+            config: DispatchConfig {
+                origin_id: "mgmt".into(),
+                ..Default::default()
+            },
+            hints: Hints::default(),
+            now: t0(),
+        }
+    }
+
+    fn decide(&self) -> Decision {
+        let view = OriginView::from_json(&self.origin).expect("origin view");
+        decide(&ReconcileInput {
+            origin: &view,
+            origin_json: Some(&self.origin),
+            mirrors: &self.mirrors,
+            clusters: &self.clusters,
+            config: &self.config,
+            hints: &self.hints,
+            now: self.now,
+        })
+    }
+
+    /// Marks the origin as dispatched to `cluster` at `epoch` (intent written).
+    fn with_intent(mut self, cluster: &str, epoch: u64, redispatches: u32) -> Self {
+        let meta = &mut self.origin["metadata"];
+        meta["labels"]["courier.dev/cluster"] = json!(cluster);
+        meta["annotations"] = json!({"courier.dev/epoch": epoch.to_string(),
+                                     "courier.dev/redispatches": redispatches.to_string()});
+        meta["finalizers"] = json!(["courier.dev/mirror-cleanup"]);
+        self
+    }
+
+    /// The origin's status also records that `cluster`/`epoch` reported.
+    fn reported(mut self, cluster: &str, epoch: u64) -> Self {
+        let mut conditions = Vec::new();
+        dispatched::record(
+            &mut conditions,
+            &Intent {
+                cluster: cluster.into(),
+                epoch,
+            },
+            t0(),
+        );
+        self.origin["status"] = json!({
+            "startTime": "2026-05-01T09:00:00Z", "active": 2, "ready": 2, "terminating": 0,
+            "conditions": serde_json::to_value(conditions).expect("conditions")
+        });
+        self
+    }
+
+    fn mirror(mut self, cluster: &str, epoch: u64, status: Value) -> Self {
+        let m = mirror_json(epoch, status);
+        self.mirrors.insert(
+            cluster.into(),
+            MirrorObservation::Present(Box::new(MirrorView::from_json(&m).expect("mirror view"))),
+        );
+        self
+    }
+}
+
+fn mirror_json(epoch: u64, status: Value) -> Value {
+    let mut m = crate::mirror::mirror_for(&origin_json(), "mgmt", epoch).expect("mirror");
+    m["metadata"]["uid"] = json!(format!("mirror-uid-{epoch}"));
+    m["status"] = status;
+    m
+}
+
+fn running() -> Value {
+    json!({"startTime": "2026-05-01T09:00:00Z", "active": 2, "ready": 2, "terminating": 0,
+           "uncountedTerminatedPods": {}})
+}
+
+fn complete() -> Value {
+    json!({"startTime": "2026-05-01T09:00:00Z", "ready": 0, "terminating": 0, "succeeded": 3,
+           "completionTime": "2026-05-01T09:10:00Z", "uncountedTerminatedPods": {},
+           "conditions": [
+               {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
+                "lastTransitionTime": "2026-05-01T09:10:00Z"},
+               {"type": "Complete", "status": "True", "reason": "CompletionsReached",
+                "lastTransitionTime": "2026-05-01T09:10:00Z"}]})
+}
+
+fn foreign_job() -> MirrorObservation {
+    MirrorObservation::Present(Box::new(
+        MirrorView::from_json(
+            &json!({"metadata": {"name": "train", "namespace": "ml", "uid": "theirs",
+            "labels": {"app": "theirs"}}, "spec": {}}),
+        )
+        .expect("foreign view"),
+    ))
+}
+
+/// Short names of the actions, for order assertions.
+fn kinds(d: &Decision) -> Vec<String> {
+    d.actions
+        .iter()
+        .map(|a| match a {
+            Action::WriteIntent {
+                cluster,
+                epoch,
+                redispatches,
+                ..
+            } => {
+                format!("WriteIntent({cluster},{epoch},{redispatches})")
+            }
+            Action::EnsureNamespace { cluster, .. } => format!("EnsureNamespace({cluster})"),
+            Action::CreateMirror { cluster, epoch, .. } => {
+                format!("CreateMirror({cluster},{epoch})")
+            }
+            Action::PatchMirrorSpec { cluster, .. } => format!("PatchMirrorSpec({cluster})"),
+            Action::DeleteMirror { cluster, uid, .. } => format!("DeleteMirror({cluster},{uid})"),
+            Action::WriteOriginStatus { .. } => "WriteOriginStatus".into(),
+            Action::RemoveFinalizer { .. } => "RemoveFinalizer".into(),
+            Action::Event { reason, .. } => format!("Event({reason})"),
+            Action::Requeue { after } => format!("Requeue({}s)", after.as_secs()),
+        })
+        .collect()
+}
+
+fn written_status(d: &Decision) -> JobStatus {
+    d.actions
+        .iter()
+        .find_map(|a| match a {
+            Action::WriteOriginStatus { status, .. } => Some(status.clone()),
+            _ => None,
+        })
+        .expect("a status write")
+}
+
+fn event_message(d: &Decision, reason: &str) -> String {
+    d.actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Event {
+                reason: r, message, ..
+            } if *r == reason => Some(message.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no {reason} event in {:?}", kinds(d)))
+}
+
+#[test]
+fn not_ours_is_ignored() {
+    let mut w = World::new();
+    w.origin["spec"]["managedBy"] = json!("kueue.x-k8s.io/multikueue");
+    assert_eq!(w.decide(), Decision::default());
+    w.origin["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("managedBy");
+    assert_eq!(w.decide(), Decision::default());
+}
+
+#[test]
+fn first_placement_writes_the_intent_before_the_mirror() {
+    let w = World::new();
+    let d = w.decide();
+    assert_eq!(
+        kinds(&d),
+        [
+            "WriteIntent(a,1,0)",
+            "EnsureNamespace(a)",
+            "CreateMirror(a,1)"
+        ]
+    );
+    assert_eq!(d.wait, None);
+    let Action::WriteIntent {
+        patch,
+        add_finalizer,
+        ..
+    } = &d.actions[0]
+    else {
+        panic!("intent first")
+    };
+    assert!(add_finalizer);
+    assert_eq!(
+        patch,
+        &json!({"metadata": {"resourceVersion": "10",
+            "labels": {"courier.dev/cluster": "a"},
+            "annotations": {"courier.dev/epoch": "1", "courier.dev/redispatches": "0"},
+            "finalizers": ["courier.dev/mirror-cleanup"]}})
+    );
+    let Action::CreateMirror { mirror, .. } = &d.actions[2] else {
+        panic!("create third")
+    };
+    assert_eq!(
+        mirror["metadata"]["labels"]["courier.dev/epoch"],
+        json!("1")
+    );
+    assert_eq!(
+        mirror["metadata"]["labels"]["courier.dev/origin"],
+        json!("mgmt")
+    );
+    assert!(mirror["spec"].get("managedBy").is_none());
+}
+
+#[test]
+fn placement_honours_the_selector_and_load() {
+    let mut w = World::new();
+    w.clusters[0].current_mirrors = 5;
+    assert_eq!(kinds(&w.decide())[0], "WriteIntent(b,1,0)");
+    w.clusters[1].labels.insert("gpu".into(), "t4".into());
+    w.origin["metadata"]["annotations"] =
+        json!({"courier.dev/cluster-selector": "gpu in (a100,h100)"});
+    let d = w.decide();
+    assert_eq!(kinds(&d), ["Event(NoEligibleCluster)", "Requeue(30s)"]);
+    assert_eq!(
+        event_message(&d, "NoEligibleCluster"),
+        "cluster selector \"gpu in (a100,h100)\" matched none of the 2 WorkerClusters"
+    );
+    assert!(matches!(d.wait, Some(Wait::NoEligibleCluster { .. })));
+    w.origin["metadata"]["annotations"] = json!({"courier.dev/cluster-selector": "gpu in (a100"});
+    let msg = event_message(&w.decide(), "NoEligibleCluster");
+    assert!(msg.contains("missing closing ')'"), "{msg}");
+}
+
+#[test]
+fn no_clusters_at_all() {
+    let mut w = World::new();
+    w.clusters.clear();
+    w.mirrors.clear();
+    let d = w.decide();
+    assert_eq!(
+        event_message(&d, "NoEligibleCluster"),
+        "no WorkerCluster is registered"
+    );
+}
+
+#[test]
+fn a_suspended_job_that_was_never_dispatched_stays_home() {
+    let mut w = World::new();
+    w.origin["spec"]["suspend"] = json!(true);
+    let d = w.decide();
+    assert_eq!(kinds(&d), ["WriteOriginStatus"]);
+    assert_eq!(d.wait, Some(Wait::Suspended));
+    let status = written_status(&d);
+    let c = crate::job::find_condition(&status, "Suspended").expect("Suspended");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_deref()),
+        ("True", Some("JobSuspended"))
+    );
+    w.origin["status"] = serde_json::to_value(&status).expect("status");
+    let again = w.decide();
+    assert!(again.actions.is_empty(), "{:?}", kinds(&again));
+    // Resume: dispatched (the Suspended flip follows with the first mirror status).
+    w.origin["spec"]["suspend"] = json!(false);
+    assert_eq!(kinds(&w.decide())[0], "WriteIntent(a,1,0)");
+}
+
+#[test]
+fn intent_without_a_mirror_creates_it_again() {
+    let w = World::new().with_intent("b", 1, 0);
+    let d = w.decide();
+    assert_eq!(kinds(&d), ["EnsureNamespace(b)", "CreateMirror(b,1)"]);
+}
+
+#[test]
+fn first_report_writes_status_marker_and_dispatched_event() {
+    let w = World::new()
+        .with_intent("a", 1, 0)
+        .mirror("a", 1, running());
+    let d = w.decide();
+    assert_eq!(kinds(&d), ["WriteOriginStatus", "Event(Dispatched)"]);
+    assert_eq!(
+        event_message(&d, "Dispatched"),
+        "mirror ml/train created on a (epoch 1)"
+    );
+    let status = written_status(&d);
+    assert_eq!(
+        dispatched::recorded(&status),
+        Some(Intent {
+            cluster: "a".into(),
+            epoch: 1
+        })
+    );
+    let Action::WriteOriginStatus { patch, .. } = &d.actions[0] else {
+        panic!("status write")
+    };
+    assert_eq!(patch["metadata"]["resourceVersion"], json!("10"));
+    assert_eq!(patch["status"]["active"], json!(2));
+    // Applied: steady state.
+    let mut w = w;
+    w.origin["status"] = serde_json::to_value(&status).expect("status");
+    assert!(w.decide().actions.is_empty());
+}
+
+#[test]
+fn spec_drift_flows_down() {
+    let mut w = World::new()
+        .with_intent("a", 1, 0)
+        .reported("a", 1)
+        .mirror("a", 1, running());
+    w.origin["spec"]["parallelism"] = json!(1);
+    w.origin["spec"]["suspend"] = json!(true);
+    let d = w.decide();
+    let patch = d
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::PatchMirrorSpec { patch, uid, .. } => Some((patch.clone(), uid.clone())),
+            _ => None,
+        })
+        .expect("drift patch");
+    assert_eq!(
+        patch,
+        (
+            json!({"spec": {"parallelism": 1, "suspend": true}}),
+            "mirror-uid-1".to_string()
+        )
+    );
+}
+
+#[test]
+fn foreign_job_on_the_chosen_cluster_moves_placement_on() {
+    let mut w = World::new().with_intent("a", 1, 0);
+    w.mirrors.insert("a".into(), foreign_job());
+    let d = w.decide();
+    assert_eq!(
+        kinds(&d),
+        [
+            "Event(MirrorConflict)",
+            "WriteIntent(b,2,0)",
+            "Event(MirrorConflict)",
+            "EnsureNamespace(b)",
+            "CreateMirror(b,2)"
+        ]
+    );
+    // The same through a hint (the worker answered AlreadyExists; caches do not show foreign Jobs).
+    let mut w = World::new().with_intent("a", 1, 0);
+    w.hints.foreign_on.insert("a".into());
+    assert_eq!(kinds(&w.decide())[1], "WriteIntent(b,2,0)");
+    // Both clusters conflict: nowhere to go, nothing deleted.
+    w.hints.foreign_on.insert("b".into());
+    let d = w.decide();
+    assert!(
+        d.actions
+            .iter()
+            .all(|a| !matches!(a, Action::DeleteMirror { .. } | Action::CreateMirror { .. }))
+    );
+    assert!(event_message(&d, "NoEligibleCluster").contains("excluded for this Job"));
+}
+
+#[test]
+fn first_placement_avoids_known_conflicts() {
+    let mut w = World::new();
+    w.hints.foreign_on.insert("a".into());
+    assert_eq!(kinds(&w.decide())[0], "WriteIntent(b,1,0)");
+}
+
+#[test]
+fn stale_mirrors_are_deleted_and_never_read() {
+    let w = World::new()
+        .with_intent("b", 2, 1)
+        .reported("b", 2)
+        .mirror("a", 1, complete())
+        .mirror("b", 2, running());
+    let d = w.decide();
+    assert!(
+        kinds(&d).contains(&"DeleteMirror(a,mirror-uid-1)".to_string()),
+        "{:?}",
+        kinds(&d)
+    );
+    for a in &d.actions {
+        if let Action::WriteOriginStatus { status, .. } = a {
+            assert!(
+                finished(status).is_none(),
+                "the stale mirror's Complete must not reach the origin"
+            );
+        }
+    }
+    let Some(Action::DeleteMirror { propagation, .. }) = d.actions.first() else {
+        panic!("delete first")
+    };
+    assert_eq!(*propagation, Propagation::Background);
+}
+
+#[test]
+fn a_vanished_mirror_is_redispatched_with_the_next_epoch() {
+    let w = World::new().with_intent("a", 1, 0).reported("a", 1);
+    let d = w.decide();
+    assert_eq!(
+        kinds(&d),
+        [
+            "WriteIntent(a,2,1)",
+            "Event(Redispatched)",
+            "EnsureNamespace(a)",
+            "CreateMirror(a,2)"
+        ]
+    );
+    assert_eq!(
+        event_message(&d, "Redispatched"),
+        "the mirror on a (epoch 1) was deleted before the Job finished: re-dispatched to a as epoch 2 (re-dispatch 1 of 3)"
+    );
+}
+
+#[test]
+fn redispatch_is_bounded_then_the_origin_fails() {
+    let w = World::new().with_intent("a", 4, 3).reported("a", 4);
+    let d = w.decide();
+    assert_eq!(kinds(&d), ["WriteOriginStatus", "Event(DispatchFailed)"]);
+    let status = written_status(&d);
+    assert_eq!(finished(&status), Some(crate::job::Finished::Failed));
+    let failed = crate::job::find_condition(&status, "Failed").expect("Failed");
+    assert_eq!(failed.reason.as_deref(), Some("DispatchFailed"));
+    assert_eq!(
+        failed.message.as_deref(),
+        Some(
+            "the mirror on a (epoch 4) was deleted before the Job finished; not re-dispatched: the limit of 3 re-dispatches is reached"
+        )
+    );
+    assert!(crate::job::is_true(&status, "FailureTarget"));
+    assert!(status.start_time.is_some());
+    let mut w = World::new().with_intent("a", 1, 0).reported("a", 1);
+    w.config.max_redispatch = 0;
+    assert!(
+        event_message(&w.decide(), "DispatchFailed")
+            .ends_with("re-dispatch is disabled (max-redispatch 0)")
+    );
+}
+
+#[test]
+fn a_lost_worker_is_waited_for_then_left() {
+    let mut w = World::new().with_intent("a", 1, 0).reported("a", 1);
+    w.mirrors.insert("a".into(), MirrorObservation::Unknown);
+    w.clusters[0].ready = false;
+    w.clusters[0].not_ready_since = Some(ts("2026-05-01T09:58:00Z"));
+    let d = w.decide();
+    assert_eq!(kinds(&d), ["Requeue(180s)"]);
+    assert_eq!(
+        d.wait,
+        Some(Wait::ClusterNotReady {
+            cluster: "a".into(),
+            lost_at: Some(ts("2026-05-01T10:03:00Z"))
+        })
+    );
+    w.now = ts("2026-05-01T10:03:00Z");
+    let d = w.decide();
+    assert_eq!(
+        kinds(&d),
+        [
+            "WriteIntent(b,2,1)",
+            "Event(Redispatched)",
+            "EnsureNamespace(b)",
+            "CreateMirror(b,2)"
+        ]
+    );
+    assert!(
+        event_message(&d, "Redispatched")
+            .starts_with("WorkerCluster a has not been Ready since 2026-05-01T09:58:00Z")
+    );
+    w.config.redispatch_on_worker_loss = false;
+    let d = w.decide();
+    assert_eq!(
+        d.wait,
+        Some(Wait::WorkerLost {
+            cluster: "a".into()
+        })
+    );
+    assert!(!kinds(&d).iter().any(|k| k.starts_with("WriteIntent")));
+}
+
+#[test]
+fn a_worker_lost_before_its_mirror_reported_is_left_without_counting() {
+    let mut w = World::new().with_intent("a", 1, 0);
+    w.mirrors.insert("a".into(), MirrorObservation::Unknown);
+    w.clusters.remove(0); // unregistered
+    let d = w.decide();
+    assert_eq!(kinds(&d)[0], "WriteIntent(b,2,0)");
+    assert!(event_message(&d, "Redispatched").contains("not counted"));
+}
+
+#[test]
+fn a_lost_worker_with_a_cached_mirror_is_still_lost_unless_it_finished() {
+    let mut w = World::new()
+        .with_intent("a", 1, 0)
+        .reported("a", 1)
+        .mirror("a", 1, running());
+    w.clusters[0].ready = false;
+    w.clusters[0].not_ready_since = Some(ts("2026-05-01T09:00:00Z"));
+    assert_eq!(kinds(&w.decide())[0], "WriteIntent(b,2,1)");
+    let w = w.mirror("a", 1, complete());
+    let d = w.decide();
+    assert_eq!(
+        finished(&written_status(&d)),
+        Some(crate::job::Finished::Complete)
+    );
+}
+
+#[test]
+fn a_returning_worker_has_its_fenced_mirror_deleted() {
+    let w = World::new()
+        .with_intent("b", 2, 1)
+        .reported("b", 2)
+        .mirror("b", 2, running())
+        .mirror("a", 1, running());
+    let d = w.decide();
+    assert_eq!(kinds(&d)[0], "DeleteMirror(a,mirror-uid-1)");
+    assert!(
+        !kinds(&d)
+            .iter()
+            .any(|k| k.starts_with("WriteIntent") || k.starts_with("CreateMirror"))
+    );
+}
+
+#[test]
+fn intent_cluster_holding_a_stale_mirror_waits_for_its_deletion() {
+    let w = World::new()
+        .with_intent("a", 3, 1)
+        .reported("b", 2)
+        .mirror("a", 1, running());
+    let d = w.decide();
+    assert_eq!(kinds(&d), ["DeleteMirror(a,mirror-uid-1)", "Requeue(5s)"]);
+    assert_eq!(
+        d.wait,
+        Some(Wait::StaleMirrorInTheWay {
+            cluster: "a".into()
+        })
+    );
+}
+
+#[test]
+fn a_committed_origin_is_finished_not_redispatched() {
+    let mut w = World::new().with_intent("a", 1, 3).reported("a", 1);
+    let mut status: JobStatus = serde_json::from_value(w.origin["status"].clone()).expect("status");
+    status
+        .conditions
+        .get_or_insert_default()
+        .push(k8s_openapi::api::batch::v1::JobCondition {
+            type_: "SuccessCriteriaMet".into(),
+            status: "True".into(),
+            reason: Some("CompletionsReached".into()),
+            message: Some("Reached expected number of succeeded pods".into()),
+            ..Default::default()
+        });
+    w.origin["status"] = serde_json::to_value(&status).expect("status");
+    let d = w.decide();
+    assert_eq!(kinds(&d), ["WriteOriginStatus", "Event(MirrorLost)"]);
+    assert_eq!(
+        finished(&written_status(&d)),
+        Some(crate::job::Finished::Complete)
+    );
+}
+
+#[test]
+fn terminal_origins_are_final() {
+    let mut w = World::new()
+        .with_intent("a", 1, 0)
+        .reported("a", 1)
+        .mirror("a", 1, complete());
+    let done = written_status(&w.decide());
+    w.origin["status"] = serde_json::to_value(&done).expect("status");
+    assert!(w.decide().actions.is_empty(), "the finished mirror stays");
+    // Mirror gone: nothing re-created, nothing re-dispatched.
+    w.mirrors.insert("a".into(), MirrorObservation::Absent);
+    assert!(w.decide().actions.is_empty());
+    // A mirror still running under a finished origin (failed by Courier) is removed.
+    let w = w.mirror("a", 1, running());
+    assert_eq!(kinds(&w.decide()), ["DeleteMirror(a,mirror-uid-1)"]);
+}
+
+#[test]
+fn deletion_removes_our_mirrors_then_the_finalizer() {
+    let mut w = World::new()
+        .with_intent("b", 2, 1)
+        .reported("b", 2)
+        .mirror("a", 1, running())
+        .mirror("b", 2, running());
+    w.mirrors.insert("c".into(), foreign_job());
+    w.origin["metadata"]["deletionTimestamp"] = json!("2026-05-01T09:59:00Z");
+    w.origin["metadata"]["finalizers"] = json!(["other/keep", "courier.dev/mirror-cleanup"]);
+    let d = w.decide();
+    assert_eq!(
+        kinds(&d),
+        [
+            "DeleteMirror(a,mirror-uid-1)",
+            "DeleteMirror(b,mirror-uid-2)",
+            "RemoveFinalizer"
+        ]
+    );
+    let Some(Action::RemoveFinalizer { patch }) = d.actions.last() else {
+        panic!("finalizer last")
+    };
+    assert_eq!(
+        patch,
+        &json!({"metadata": {"resourceVersion": "10", "finalizers": ["other/keep"]}})
+    );
+}
+
+#[test]
+fn deletion_waits_for_an_unreachable_intent_cluster_but_not_forever() {
+    let mut w = World::new().with_intent("a", 1, 0).reported("a", 1);
+    w.mirrors.insert("a".into(), MirrorObservation::Unknown);
+    w.clusters[0].ready = false;
+    w.origin["metadata"]["deletionTimestamp"] = json!("2026-05-01T09:59:00Z");
+    let d = w.decide();
+    assert_eq!(kinds(&d), ["Requeue(30s)"]);
+    assert!(matches!(d.wait, Some(Wait::DeletionBlocked { .. })));
+    w.now = ts("2026-05-01T10:04:00Z");
+    let d = w.decide();
+    assert_eq!(kinds(&d), ["Event(MirrorOrphaned)", "RemoveFinalizer"]);
+    // Without our finalizer there is nothing to hold.
+    w.origin["metadata"]["finalizers"] = json!([]);
+    w.now = t0();
+    assert!(w.decide().actions.is_empty());
+}
+
+#[test]
+fn a_missing_finalizer_is_restored() {
+    let mut w = World::new()
+        .with_intent("a", 1, 0)
+        .reported("a", 1)
+        .mirror("a", 1, running());
+    w.origin["metadata"]["finalizers"] = json!([]);
+    let d = w.decide();
+    assert_eq!(kinds(&d)[0], "WriteIntent(a,1,0)");
+    assert!(matches!(
+        &d.actions[0],
+        Action::WriteIntent {
+            add_finalizer: true,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn damaged_intent_metadata_falls_back_to_the_marker() {
+    let mut w = World::new()
+        .with_intent("a", 1, 0)
+        .reported("a", 1)
+        .mirror("a", 1, running());
+    w.origin["metadata"]["annotations"]["courier.dev/epoch"] = json!("garbage");
+    let d = w.decide();
+    assert_eq!(kinds(&d)[0], "WriteIntent(a,1,0)", "repaired, mirror kept");
+    assert!(!kinds(&d).iter().any(|k| k.starts_with("DeleteMirror")));
+}
+
+#[test]
+fn one_origin_write_per_decision() {
+    // Finalizer repair and a status change both pending: the status waits for the next reconcile.
+    let mut w = World::new()
+        .with_intent("a", 1, 0)
+        .mirror("a", 1, running());
+    w.origin["metadata"]["finalizers"] = json!([]);
+    let d = w.decide();
+    let origin_writes = d
+        .actions
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                Action::WriteIntent { .. }
+                    | Action::WriteOriginStatus { .. }
+                    | Action::RemoveFinalizer { .. }
+            )
+        })
+        .count();
+    assert_eq!(origin_writes, 1);
+    assert_eq!(d.wait, Some(Wait::OriginWriteDeferred));
+}
+
+#[test]
+fn missing_origin_json_or_unbuildable_mirror_waits() {
+    let w = World::new().with_intent("a", 1, 0);
+    let view = OriginView::from_json(&w.origin).expect("view");
+    let d = decide(&ReconcileInput {
+        origin: &view,
+        origin_json: None,
+        mirrors: &w.mirrors,
+        clusters: &w.clusters,
+        config: &w.config,
+        hints: &w.hints,
+        now: w.now,
+    });
+    assert_eq!(d.wait, Some(Wait::OriginJsonMissing));
+    let mut w = w;
+    w.config.origin_id = "not a label".into();
+    let d = w.decide();
+    assert!(event_message(&d, "DispatchFailed").contains("cannot build the mirror"));
+    assert!(matches!(d.wait, Some(Wait::MirrorUnbuildable { .. })));
+}
+
+#[test]
+fn the_intent_cluster_cache_not_synced_is_waited_for() {
+    let mut w = World::new().with_intent("a", 1, 0).reported("a", 1);
+    w.mirrors.remove("a");
+    let d = w.decide();
+    assert_eq!(kinds(&d), ["Requeue(5s)"]);
+    assert_eq!(
+        d.wait,
+        Some(Wait::ClusterSyncing {
+            cluster: "a".into()
+        })
+    );
+}
+
+#[test]
+fn views_read_from_json() {
+    let mut o = origin_json();
+    o["metadata"]["deletionTimestamp"] = json!("2026-05-01T09:59:00Z");
+    o["metadata"]["labels"]["weird"] = json!(5);
+    let v = OriginView::from_json(&o).expect("view");
+    assert_eq!(
+        (v.namespace.as_str(), v.name.as_str(), v.uid.as_str()),
+        ("ml", "train", "uid-1")
+    );
+    assert_eq!(v.deletion_timestamp, Some(ts("2026-05-01T09:59:00Z")));
+    assert!(v.is_ours());
+    assert!(!v.labels.contains_key("weird"));
+    assert_eq!(v.spec.completions, Some(3));
+    assert_eq!(v.generation, Some(1));
+    assert_eq!(v.resource_version.as_deref(), Some("10"));
+    assert_eq!(
+        OriginView::from_json(&json!(1)),
+        Err(ViewError::NotAnObject)
+    );
+    let mut o = origin_json();
+    o["status"] = json!({"active": "many"});
+    assert!(matches!(
+        OriginView::from_json(&o),
+        Err(ViewError::Malformed {
+            field: "status",
+            ..
+        })
+    ));
+    let mut o = origin_json();
+    o["metadata"]["deletionTimestamp"] = json!("yesterday");
+    assert!(matches!(
+        OriginView::from_json(&o),
+        Err(ViewError::Malformed { .. })
+    ));
+    let m = MirrorView::from_json(&mirror_json(2, running())).expect("mirror");
+    assert_eq!(m.uid, "mirror-uid-2");
+    assert!(!m.deleting);
+    assert_eq!(epoch_label(&m.labels), Some(2));
+}
+
+#[test]
+fn merge_patch_diffs() {
+    assert_eq!(merge_patch(&json!({"a": 1}), &json!({"a": 1})), None);
+    assert_eq!(
+        merge_patch(
+            &json!({"a": 1, "b": {"c": 1, "d": 2}, "e": [1]}),
+            &json!({"b": {"c": 1}, "e": [2], "f": 3})
+        ),
+        Some(json!({"a": null, "b": {"d": null}, "e": [2], "f": 3}))
+    );
+}
