@@ -1,6 +1,7 @@
 //! kubesim: an in-memory Kubernetes API server that behaves like the real one, for Courier's tests,
 //! benchmarks and sandbox.
 
+pub mod api;
 pub mod errors;
 pub mod gojson;
 pub mod jobctl;
@@ -10,4 +11,5 @@ pub mod selectors;
 pub mod store;
 pub mod structured;
 pub mod testdata;
+pub mod time;
 pub mod validation;

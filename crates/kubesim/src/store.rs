@@ -349,6 +349,28 @@ impl Store {
         })
     }
 
+    /// Current objects (optionally one namespace) and a subscription starting right after them, taken
+    /// atomically: a watch without a resourceVersion sends these as ADDED and then follows the stream.
+    pub fn snapshot_and_watch(
+        &self,
+        t: &TableKey,
+        ns: Option<&str>,
+    ) -> (Snapshot, broadcast::Receiver<Arc<Event>>) {
+        let mut g = self.lock();
+        let rv = g.rv;
+        let table = g.tables.entry(t.clone()).or_insert_with(|| Table::new(rv));
+        let items = match ns {
+            Some(ns) => table
+                .objects
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .map(|(_, v)| v.clone())
+                .collect(),
+            None => table.objects.values().cloned().collect(),
+        };
+        (Snapshot { rv, items }, table.tx.subscribe())
+    }
+
     /// "Compaction": forget every retained event so any older resourceVersion answers 410.
     pub fn compact(&self) {
         let mut g = self.lock();

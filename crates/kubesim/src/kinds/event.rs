@@ -651,7 +651,7 @@ impl Strategy for EventStrategy {
     fn name_rule(&self) -> NameRule {
         match self.version {
             // Legacy validation never checks the name; only the generic path-segment check applies.
-            EventVersion::Core => NameRule::PathSegmentOnly,
+            EventVersion::Core => NameRule::PathSegment,
             EventVersion::EventsV1 => NameRule::DnsSubdomain,
         }
     }
@@ -993,7 +993,7 @@ mod tests {
         }
         let stored = json!({"reportingComponent": "ctrl", "source": {}});
         assert_eq!(core.field_value(&stored, "source").as_deref(), Some("ctrl"));
-        assert_eq!(core.name_rule(), NameRule::PathSegmentOnly);
+        assert_eq!(core.name_rule(), NameRule::PathSegment);
     }
 
     #[test]

@@ -57,19 +57,9 @@ impl ResourceInfo {
 /// A server-side warning (`Warning: 299 - "..."` header).
 pub type Warnings = Vec<String>;
 
-/// Which name function the kind's `ValidateObjectMeta` applies to `metadata.name` (and to
-/// `generateName` as a prefix).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameRule {
-    /// `NameIsDNSSubdomain`: most kinds.
-    DnsSubdomain,
-    /// `ValidateNamespaceName`: a DNS-1123 label (Namespaces).
-    DnsLabel,
-    /// No kind-specific name check: only the generic `ValidatePathSegmentName` pass that
-    /// `rest.BeforeCreate` runs after the strategy's validation (core/v1 Events, whose legacy
-    /// validation never looks at the name).
-    PathSegmentOnly,
-}
+/// Which name function the kind's `ValidateObjectMeta` applies (one definition, shared with the
+/// generic ObjectMeta validation).
+pub use crate::validation::meta::NameRule;
 
 /// What a DELETE of one object does, for kinds whose registry overrides `Delete`.
 #[derive(Debug, Clone, PartialEq)]
@@ -167,6 +157,12 @@ pub trait Strategy: Send + Sync + 'static {
     /// The name rule of this kind's `ValidateObjectMeta` (see `NameRule`).
     fn name_rule(&self) -> NameRule {
         NameRule::DnsSubdomain
+    }
+
+    /// The propagation policy of a DELETE that names none (`DefaultGarbageCollectionPolicy`): `Orphan`
+    /// for batch/v1 Jobs (kept for compatibility), `Background` for most kinds.
+    fn default_propagation(&self) -> &'static str {
+        "Background"
     }
 
     /// `AllowCreateOnUpdate`: a PUT of a missing object creates it (201) instead of answering 404.

@@ -349,6 +349,11 @@ impl Strategy for JobStrategy {
         errs
     }
 
+    fn default_propagation(&self) -> &'static str {
+        // batch/v1 keeps orphaning pods by default for backwards compatibility.
+        "Orphan"
+    }
+
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
         match field {
             "status.successful" => Some(

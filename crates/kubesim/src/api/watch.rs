@@ -1,0 +1,191 @@
+//! WATCH: selector-filtered event streams framed as the real server frames them (one JSON object per
+//! line), with resourceVersion resumption, 410 for expired versions, bookmarks and `timeoutSeconds`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc};
+
+use super::{Api, ListOpts, Served, parse_rv};
+use crate::errors::{ApiError, go_quote};
+use crate::store::{Event, EventType, Stored};
+
+/// How often an idle watch with bookmarks enabled gets one.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+
+/// A watch request after parsing.
+#[derive(Debug, Clone, Default)]
+pub struct WatchOpts {
+    pub namespace: Option<String>,
+    pub list: ListOpts,
+    pub timeout: Option<Duration>,
+    pub bookmarks: bool,
+    /// `sendInitialEvents=true`: ADDED for existing objects, then a bookmark marking their end.
+    pub send_initial_events: bool,
+}
+
+/// Starts a watch; the receiver yields framed lines until the watch ends (timeout, client gone, the
+/// server dropping watches, or the watcher falling too far behind).
+pub fn start(
+    api: Arc<Api>,
+    s: Arc<Served>,
+    mut o: WatchOpts,
+) -> Result<mpsc::Receiver<Bytes>, ApiError> {
+    o.list.field = s.convert_field_selector(&o.list.field)?;
+    let from = match o.list.resource_version.as_deref() {
+        None | Some("") | Some("0") => None,
+        Some(rv) => Some(parse_rv(rv).map_err(|m| {
+            ApiError::bare(
+                500,
+                format!("resourceVersion: Invalid value: {}: {m}", go_quote(rv)),
+            )
+        })?),
+    };
+    let (tx, rx) = mpsc::channel(1024);
+    let ns = o
+        .namespace
+        .clone()
+        .or_else(|| o.list.field.exact("metadata.namespace").map(str::to_string));
+    let (initial, events, expired) = match from {
+        None => {
+            let (snap, rx) = api.store.snapshot_and_watch(&s.table, ns.as_deref());
+            (snap.items, Some((Vec::new(), rx)), None)
+        }
+        Some(rv) => match api.store.watch(&s.table, Some(rv)) {
+            Ok(w) => (Vec::new(), Some((w.backlog, w.rx)), None),
+            Err(oldest) => (Vec::new(), None, Some((rv, oldest))),
+        },
+    };
+    let initial_end = from.is_none() && o.send_initial_events;
+    tokio::spawn(async move {
+        let deadline = o.timeout.map(|t| tokio::time::Instant::now() + t);
+        let send = |b: Bytes| {
+            let tx = tx.clone();
+            async move { tx.send(b).await.is_ok() }
+        };
+        if let Some((rv, oldest)) = expired {
+            let status =
+                ApiError::expired(format!("too old resource version: {rv} ({oldest})")).to_status();
+            let _ = send(line(
+                "ERROR",
+                &serde_json::to_vec(&status).unwrap_or_default(),
+            ))
+            .await;
+            return;
+        }
+        for st in &initial {
+            if api.matches(&s, st, &o.list.label, &o.list.field)
+                && !send(frame(&api, &s, EventType::Added, st)).await
+            {
+                return;
+            }
+        }
+        if initial_end {
+            let mut b = s.bookmark(api.store.current_rv());
+            b["metadata"]["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+            if !send(line(
+                "BOOKMARK",
+                &serde_json::to_vec(&b).unwrap_or_default(),
+            ))
+            .await
+            {
+                return;
+            }
+        }
+        let Some((backlog, mut rx)) = events else {
+            return;
+        };
+        for ev in &backlog {
+            if let Some(b) = classify(&api, &s, &o, ev)
+                && !send(b).await
+            {
+                return;
+            }
+        }
+        // Bookmarks: periodically, and once just before a requested timeout so the client can resume
+        // from a recent version.
+        let mut next_bookmark = tokio::time::Instant::now() + BOOKMARK_EVERY;
+        if let (Some(d), Some(t)) = (deadline, o.timeout)
+            && t > Duration::from_secs(1)
+        {
+            next_bookmark = next_bookmark.min(d - Duration::from_secs(1));
+        }
+        loop {
+            let timeout = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = timeout => return,
+                _ = tx.closed() => return,
+                _ = tokio::time::sleep_until(next_bookmark), if o.bookmarks => {
+                    let b = s.bookmark(api.store.current_rv());
+                    if !send(line("BOOKMARK", &serde_json::to_vec(&b).unwrap_or_default())).await {
+                        return;
+                    }
+                    next_bookmark = tokio::time::Instant::now() + BOOKMARK_EVERY;
+                    if let Some(d) = deadline && d > tokio::time::Instant::now() + Duration::from_secs(1) {
+                        next_bookmark = next_bookmark.min(d - Duration::from_secs(1));
+                    } else if deadline.is_some() {
+                        // The pre-timeout bookmark was sent; no more before the end.
+                        next_bookmark = tokio::time::Instant::now() + Duration::from_secs(86_400);
+                    }
+                }
+                r = rx.recv() => match r {
+                    Ok(ev) => {
+                        if let Some(b) = classify(&api, &s, &o, &ev) && !send(b).await {
+                            return;
+                        }
+                    }
+                    // Too far behind, or the server dropped its watches: end; the client resumes.
+                    Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+                },
+            }
+        }
+    });
+    Ok(rx)
+}
+
+/// What a filtered watcher sees of an event: objects that start matching appear as ADDED, those that
+/// stop matching as DELETED (carrying their new state), as the watch cache does.
+fn classify(api: &Api, s: &Served, o: &WatchOpts, ev: &Event) -> Option<Bytes> {
+    let in_scope = |st: &Stored| {
+        o.namespace.as_deref().is_none_or(|ns| st.namespace() == ns)
+            && api.matches(s, st, &o.list.label, &o.list.field)
+    };
+    let now = in_scope(&ev.obj);
+    let kind = match ev.kind {
+        EventType::Added => now.then_some(EventType::Added),
+        EventType::Deleted => now.then_some(EventType::Deleted),
+        EventType::Modified => {
+            let before = ev.prev.as_deref().is_some_and(in_scope);
+            match (before, now) {
+                (true, true) => Some(EventType::Modified),
+                (false, true) => Some(EventType::Added),
+                (true, false) => Some(EventType::Deleted),
+                (false, false) => None,
+            }
+        }
+    }?;
+    Some(frame(api, s, kind, &ev.obj))
+}
+
+fn frame(api: &Api, s: &Served, kind: EventType, st: &Stored) -> Bytes {
+    let obj = api.render_stored(s, st);
+    line(kind.as_str(), &obj)
+}
+
+/// `{"type":"…","object":…}\n`
+pub fn line(kind: &str, obj: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(obj.len() + 32);
+    b.put_slice(b"{\"type\":\"");
+    b.put_slice(kind.as_bytes());
+    b.put_slice(b"\",\"object\":");
+    b.put_slice(obj);
+    b.put_slice(b"}\n");
+    b.freeze()
+}
