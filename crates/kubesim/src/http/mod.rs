@@ -429,7 +429,8 @@ async fn resource_request(
         subresource: t.sub.clone().unwrap_or_default(),
         namespace: t.namespace.clone().unwrap_or_default(),
         name: t.name.clone().unwrap_or_default(),
-        path: req.uri().path().to_string(),
+        // A resource request: the path is only for non-resource URLs.
+        path: String::new(),
     };
     let decision = user.decide(&attrs);
     if !decision.allowed() {
