@@ -441,7 +441,7 @@ impl FieldSelector {
             .map(|t| t.value.as_str())
     }
 
-    pub fn matches(&self, value_of: impl Fn(&str) -> Option<String>) -> bool {
+    pub fn matches(&self, mut value_of: impl FnMut(&str) -> Option<String>) -> bool {
         self.terms.iter().all(|t| {
             let v = value_of(&t.field).unwrap_or_default();
             (v == t.value) != t.negated

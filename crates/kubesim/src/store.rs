@@ -24,40 +24,68 @@ impl TableKey {
     }
 }
 
-/// One stored object. `value` is the storage form without `kind`/`apiVersion` (lists omit them and
-/// single reads splice them in); `json` is its serialisation, encoded once per write.
+/// One stored object, kept only as its serialised storage form (without `kind`/`apiVersion`: lists omit
+/// them and single reads splice them in) plus what lists and watches filter on. Writers parse it back
+/// with `value()`; reads serve the bytes as they are. This keeps a stored Job at a few KB.
 #[derive(Debug)]
 pub struct Stored {
     pub rv: u64,
-    pub value: Value,
     pub json: Bytes,
+    namespace: Box<str>,
+    name: Box<str>,
+    labels: Box<[(Box<str>, Box<str>)]>,
 }
 
 impl Stored {
-    fn new(rv: u64, mut value: Value) -> Arc<Self> {
+    /// Builds the stored form of `value` at `rv` (the resourceVersion is written into it).
+    pub fn new(rv: u64, mut value: Value) -> Arc<Self> {
         if let Some(m) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             m.insert("resourceVersion".into(), Value::String(rv.to_string()));
         }
         let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-        Arc::new(Self { rv, value, json })
+        let meta = value.get("metadata");
+        let text = |k: &str| {
+            meta.and_then(|m| m.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into()
+        };
+        let labels = meta
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.as_str().into(), v.into())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Arc::new(Self {
+            rv,
+            json,
+            namespace: text("namespace"),
+            name: text("name"),
+            labels,
+        })
+    }
+
+    /// The object, parsed from its stored bytes.
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }
 
     pub fn namespace(&self) -> &str {
-        self.value
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        &self.namespace
     }
 
     pub fn name(&self) -> &str {
-        self.value
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        &self.name
     }
 
-    pub fn labels(&self) -> Option<&Value> {
-        self.value.pointer("/metadata/labels")
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| &**k == key)
+            .map(|(_, v)| &**v)
     }
 }
 
@@ -307,7 +335,7 @@ impl Store {
         }
         g.rv += 1;
         let rv = g.rv;
-        let gone = Stored::new(rv, prev.value.clone());
+        let gone = Stored::new(rv, prev.value());
         let retention = self.retention;
         if let Some(table) = g.tables.get_mut(t) {
             table.objects.remove(&key);
@@ -436,7 +464,7 @@ mod tests {
             .unwrap();
         assert_eq!(b.rv, a.rv + 1);
         assert_eq!(
-            a.value["metadata"]["resourceVersion"],
+            a.value()["metadata"]["resourceVersion"],
             json!(a.rv.to_string())
         );
         assert_eq!(

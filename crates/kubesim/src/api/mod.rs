@@ -168,9 +168,9 @@ impl Api {
     /// The served form of a stored object, with `kind`/`apiVersion`.
     pub fn served_value(&self, s: &Served, stored: &Stored) -> Value {
         let mut v = if s.strategy.converts() {
-            s.strategy.from_storage(&stored.value)
+            s.strategy.from_storage(&stored.value())
         } else {
-            stored.value.clone()
+            stored.value()
         };
         if let Value::Object(m) = &mut v {
             m.insert("kind".into(), json!(s.info().kind));
@@ -199,7 +199,7 @@ impl Api {
     /// A list item: stored form, converted if the served version differs (no kind/apiVersion).
     pub fn render_item(&self, s: &Served, st: &Stored) -> Bytes {
         if s.strategy.converts() {
-            let mut v = s.strategy.from_storage(&st.value);
+            let mut v = s.strategy.from_storage(&st.value());
             if let Value::Object(m) = &mut v {
                 m.remove("kind");
                 m.remove("apiVersion");
@@ -324,7 +324,7 @@ impl Api {
         let stored = self.store.get(&nss, "", ns);
         let info = s.info();
         crate::kinds::namespace::admit_create(
-            stored.as_ref().map(|n| &n.value),
+            stored.map(|n| n.value()).as_ref(),
             ns,
             &info.group,
             &info.plural,
@@ -989,17 +989,21 @@ impl Api {
         label: &LabelSelector,
         field: &FieldSelector,
     ) -> bool {
-        if !label.is_empty() && !label.matches_json(st.labels()) {
+        if !label.is_empty() && !label.matches(|k| st.label(k)) {
             return false;
         }
         if field.is_empty() {
             return true;
         }
-        // Field labels were converted to the stored form's (`convert_field_label`).
+        // Field labels were converted to the stored form's (`convert_field_label`); only fields other
+        // than name/namespace need the parsed object.
+        let mut parsed: Option<Value> = None;
         field.matches(|f| match f {
             "metadata.name" => Some(st.name().to_string()),
             "metadata.namespace" => Some(st.namespace().to_string()),
-            other => s.strategy.field_value(&st.value, other),
+            other => s
+                .strategy
+                .field_value(parsed.get_or_insert_with(|| st.value()), other),
         })
     }
 }
