@@ -2,6 +2,7 @@
 //! benchmarks and sandbox.
 
 pub mod api;
+pub mod controllers;
 pub mod errors;
 pub mod gojson;
 pub mod jobctl;
