@@ -14,7 +14,17 @@
 //! | `job` | kube-controller-manager | runs `jobctl::JobSim` per Job and writes its `.status` |
 //! | `ttl` | kube-controller-manager | deletes finished Jobs at `ttlSecondsAfterFinished` (Foreground) |
 //!
-//! Which ones run is chosen per [`Role`] (or field by field in [`Controllers`]).
+//! Which ones run is chosen per [`Role`] (or field by field in [`Controllers`]):
+//!
+//! | role | crd | namespace | gc | ttl | job |
+//! |---|---|---|---|---|---|
+//! | `ApiServer` (bare kube-apiserver, as the `fixtures/apiserver` recordings) | yes | | | | |
+//! | `Management` | yes | yes | yes | yes | |
+//! | `Worker` | yes | yes | yes | yes | yes |
+//!
+//! Not modelled: ownerReference cascades between stored objects (kubesim's only dependents are a
+//! Job's simulated pods), the namespace controller's pod grace-period estimates, and the CRD
+//! finalizer controller's one-minute give-up (it keeps polling, at most once a second).
 
 mod crd;
 mod gc;
@@ -49,8 +59,10 @@ pub enum Role {
     /// A bare kube-apiserver (no controller-manager): only the apiextensions controllers run. This is
     /// what the recordings in `shared/fixtures/apiserver` were made against.
     ApiServer,
-    /// A Courier management cluster: its Jobs are `managedBy` Courier, so no Job controller; the
-    /// namespace controller and garbage collector run.
+    /// A Courier management cluster: its Jobs are `managedBy` Courier, so no simulated Job
+    /// controller; the namespace controller, the garbage collector and the TTL-after-finished
+    /// controller (which deletes finished `managedBy` Jobs too: an origin's TTL is honoured there)
+    /// run.
     Management,
     /// A worker cluster: everything, including the simulated Job controller and TTL-after-finished.
     Worker,
@@ -105,7 +117,8 @@ pub struct Controllers {
 }
 
 impl Controllers {
-    /// The preset for a role: `ApiServer` = crd; `Management` = crd + namespace + gc; `Worker` = all.
+    /// The preset for a role: `ApiServer` = crd; `Management` = crd + namespace + gc + ttl;
+    /// `Worker` = all.
     pub fn for_role(role: Role) -> Self {
         let none = Self::none();
         match role {
@@ -114,6 +127,7 @@ impl Controllers {
                 crd: true,
                 namespace: true,
                 gc: true,
+                ttl: true,
                 ..none
             },
             Role::Worker => Self {

@@ -221,7 +221,7 @@ fn role_presets() {
     let w = Controllers::for_role(Role::Worker);
     assert!(w.job && w.ttl && w.gc && w.namespace && w.crd);
     let m = Controllers::for_role(Role::Management);
-    assert!(!m.job && !m.ttl && m.gc && m.namespace && m.crd);
+    assert!(!m.job && m.ttl && m.gc && m.namespace && m.crd);
     let a = Controllers::for_role(Role::ApiServer);
     assert!(!a.job && !a.ttl && !a.gc && !a.namespace && a.crd);
     assert_eq!(w.speed, 1.0);
@@ -554,18 +554,7 @@ async fn ttl_deletes_finished_jobs_in_the_foreground() {
         ),
     )
     .unwrap();
-    let s = served(api, JOBS);
-    let mut ext = get(api, JOBS, "default", "ext").unwrap();
-    let now = crate::time::now_string();
-    ext["status"] = json!({
-        "startTime": now, "completionTime": now, "succeeded": 1,
-        "conditions": [
-            {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached", "message": "m", "lastTransitionTime": now, "lastProbeTime": now},
-            {"type": "Complete", "status": "True", "reason": "CompletionsReached", "message": "m", "lastTransitionTime": now, "lastProbeTime": now}
-        ]
-    });
-    api.update(&s, "default", "ext", ext, Part::Status, &opts())
-        .unwrap();
+    finish(api, "ext");
     eventually("both Jobs deleted", WAIT, || {
         (get(api, JOBS, "default", "ttl").is_none() && get(api, JOBS, "default", "ext").is_none())
             .then_some(())
@@ -587,6 +576,46 @@ async fn ttl_deletes_finished_jobs_in_the_foreground() {
         assert!(has(&v["status"], "Complete"), "{name}: finished first");
         assert_eq!(evs.last().unwrap().kind, EventType::Deleted, "{name}");
     }
+}
+
+/// A finished status as Courier copies it onto an origin Job.
+fn finish(api: &Api, name: &str) {
+    let s = served(api, JOBS);
+    let mut j = get(api, JOBS, "default", name).unwrap();
+    let now = crate::time::now_string();
+    j["status"] = json!({
+        "startTime": now, "completionTime": now, "succeeded": 1,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached", "message": "m", "lastTransitionTime": now, "lastProbeTime": now},
+            {"type": "Complete", "status": "True", "reason": "CompletionsReached", "message": "m", "lastTransitionTime": now, "lastProbeTime": now}
+        ]
+    });
+    api.update(&s, "default", name, j, Part::Status, &opts())
+        .unwrap();
+}
+
+#[tokio::test]
+async fn management_cluster_honours_origin_ttl_and_runs_no_job() {
+    let c = cluster(Controllers::for_role(Role::Management).with_speed(50.0));
+    let api = &c.api;
+    let mut log = Log::new(api, JOBS);
+    let origin = json!({"managedBy": "courier.dev/dispatcher", "ttlSecondsAfterFinished": 1});
+    create(api, JOBS, "default", job("origin", origin, json!({}))).unwrap();
+    create(api, JOBS, "default", job("plain", json!({}), json!({}))).unwrap();
+    finish(api, "origin");
+    eventually("origin deleted by its TTL", WAIT, || {
+        get(api, JOBS, "default", "origin").is_none().then_some(())
+    })
+    .await;
+    let evs = log.events("origin");
+    assert!(evs.iter().any(|e| {
+        is_deleting(&e.obj.value)
+            && e.obj.value["metadata"]["finalizers"] == json!(["foregroundDeletion"])
+    }));
+    assert_eq!(
+        get(api, JOBS, "default", "plain").unwrap()["status"],
+        json!({})
+    );
 }
 
 // ------------------------------------------------------------------------------------------------
