@@ -295,8 +295,9 @@ _set("t", "ObjectMeta.creationTimestamp")
 # Optional but not omitempty (`+optional` without `omitempty`): present in the Go zero value.
 _set(("z", ""), "io.k8s.api.core.v1.Event.reportingComponent", "io.k8s.api.core.v1.Event.reportingInstance",
      "PodFailurePolicyOnPodConditionsPattern.status")
-_set(("z", None), "PodFailurePolicyRule.onExitCodes", "PodFailurePolicyRule.onPodConditions",
-     "PodFailurePolicyOnExitCodesRequirement.containerName", "GRPCAction.service",
+# (PodFailurePolicyRule.onExitCodes/onPodConditions and OnExitCodesRequirement.containerName are
+# `omitempty` in v1.36: the recorded podFailurePolicy Job has none of them as null.)
+_set(("z", None), "GRPCAction.service",
      "TypedLocalObjectReference.apiGroup", "TypedObjectReference.apiGroup", "ProjectedVolumeSource.sources",
      "CustomResourceDefinitionStatus.conditions", "CustomResourceDefinitionStatus.storedVersions",
      "ScaleIOVolumeSource.secretRef")

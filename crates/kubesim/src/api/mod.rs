@@ -199,7 +199,12 @@ impl Api {
     /// A list item: stored form, converted if the served version differs (no kind/apiVersion).
     pub fn render_item(&self, s: &Served, st: &Stored) -> Bytes {
         if s.strategy.converts() {
-            Bytes::from(serde_json::to_vec(&s.strategy.from_storage(&st.value)).unwrap_or_default())
+            let mut v = s.strategy.from_storage(&st.value);
+            if let Value::Object(m) = &mut v {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
         } else {
             st.json.clone()
         }
@@ -662,14 +667,67 @@ impl Api {
             }
             let result = crate::structured::apply(&t, live.as_ref(), applied, &mgr, o.force)
                 .map_err(|e| e.to_api_error())?;
-            let mut obj = result.object;
-            s.finish_decode(&mut obj);
+            let mut warnings = Vec::new();
+            let (obj, _) = s.decode_object(result.object, &mut warnings)?;
             crate::structured::check_patched_name(&obj, name, s.info().namespaced.then_some(ns))?;
             let Some(old) = old else {
                 return self.create_inner(s, ns, obj, o, true);
             };
             if let Some(w) = self.update_from(s, ns, name, &old, obj, None, part, o, true)? {
                 return Ok(w);
+            }
+        }
+    }
+
+    /// PUT `/api/v1/namespaces/<name>/finalize`: replaces `spec.finalizers`; a terminating namespace with
+    /// none left goes away.
+    pub fn finalize_namespace(
+        &self,
+        s: &Served,
+        name: &str,
+        mut obj: Value,
+    ) -> Result<Written, ApiError> {
+        self.check_identity(s, "", name, &obj)?;
+        loop {
+            let old = self.get(s, "", name)?;
+            let old_obj = self.served_value(s, &old);
+            crate::kinds::namespace::prepare_for_finalize(&mut obj, &old_obj);
+            let errs = crate::kinds::namespace::validate_finalize(&obj, &old_obj);
+            if !errs.is_empty() {
+                return Err(s.invalid(name, &errs));
+            }
+            if is_deleting(&obj)
+                && finalizers(&obj).is_empty()
+                && !s.strategy.pending_finalization(&obj)
+            {
+                match self.store.remove(&s.table, "", name, Some(old.rv)) {
+                    Ok(_) => {
+                        return Ok(Written {
+                            code: 200,
+                            obj: ObjOut::Value(obj),
+                            warnings: Vec::new(),
+                        });
+                    }
+                    Err(StoreError::NotFound) => return Err(s.not_found(name)),
+                    Err(_) => continue,
+                }
+            }
+            match self.store.put(
+                &s.table,
+                "",
+                name,
+                s.to_storage(obj.clone()),
+                Precondition::Exists(Some(old.rv)),
+            ) {
+                Ok(st) => {
+                    return Ok(Written {
+                        code: 200,
+                        obj: ObjOut::Stored(st),
+                        warnings: Vec::new(),
+                    });
+                }
+                Err(StoreError::NotFound) => return Err(s.not_found(name)),
+                Err(_) => continue,
             }
         }
     }
@@ -888,20 +946,21 @@ impl Api {
         let mut remaining: u64 = 0;
         let filtered = !l.label.is_empty() || !l.field.is_empty();
         for st in snap.items {
-            if !self.matches(s, &st, &l.label, &l.field) {
-                continue;
-            }
+            // Like etcd paging: once the page is full, any further key (matching or not) means
+            // there is more to read.
             if let Some(n) = limit
                 && items.len() >= n
             {
                 more = true;
-                remaining += 1;
                 if filtered {
                     break;
                 }
+                remaining += 1;
                 continue;
             }
-            items.push(st);
+            if self.matches(s, &st, &l.label, &l.field) {
+                items.push(st);
+            }
         }
         let continue_token = if more {
             items.last().map(|last| {

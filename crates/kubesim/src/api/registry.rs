@@ -59,7 +59,8 @@ impl Served {
     }
 
     pub fn invalid(&self, name: &str, errs: &FieldErrors) -> ApiError {
-        ApiError::invalid(&self.info().group, &self.info().kind, name, errs)
+        let (group, kind) = self.strategy.invalid_kind();
+        ApiError::invalid(group, kind, name, errs)
     }
 
     /// Stored JSON (`{"metadata":…}`) with `kind`/`apiVersion` in front.

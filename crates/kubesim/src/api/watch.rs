@@ -171,6 +171,25 @@ fn classify(api: &Api, s: &Served, o: &WatchOpts, ev: &Event) -> Option<Bytes> {
             }
         }
     }?;
+    if kind == EventType::Deleted
+        && ev.kind == EventType::Modified
+        && let Some(prev) = &ev.prev
+    {
+        // The watch cache sends the last state the watcher was entitled to see, at the new version.
+        let mut v = prev.value.clone();
+        if let Some(m) = v
+            .get_mut("metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            m.insert("resourceVersion".into(), json!(ev.rv.to_string()));
+        }
+        let st = Stored {
+            rv: ev.rv,
+            json: Bytes::from(serde_json::to_vec(&v).unwrap_or_default()),
+            value: v,
+        };
+        return Some(frame(api, s, kind, &st));
+    }
     Some(frame(api, s, kind, &ev.obj))
 }
 

@@ -19,7 +19,7 @@
 //! | role | crd | namespace | gc | ttl | job |
 //! |---|---|---|---|---|---|
 //! | `ApiServer` (bare kube-apiserver, as the `fixtures/apiserver` recordings) | yes | | | | |
-//! | `Management` | yes | yes | yes | yes | |
+//! | `Management` | yes | yes | yes | | |
 //! | `Worker` | yes | yes | yes | yes | yes |
 //!
 //! Not modelled: ownerReference cascades between stored objects (kubesim's only dependents are a
@@ -46,58 +46,14 @@ use crate::api::{Api, Served, WriteOpts};
 use crate::errors::ApiError;
 use crate::store::{Event, Store, Stored, TableKey};
 
-pub use namespace::finalize_namespace;
-
 /// Field manager of the controllers that live in kube-controller-manager.
 pub const CONTROLLER_MANAGER: &str = "kube-controller-manager";
 /// Field manager of the apiextensions controllers (inside kube-apiserver).
 pub const APISERVER: &str = "kube-apiserver";
 
-/// What kind of cluster a kubesim instance stands in for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
-pub enum Role {
-    /// A bare kube-apiserver (no controller-manager): only the apiextensions controllers run. This is
-    /// what the recordings in `shared/fixtures/apiserver` were made against.
-    ApiServer,
-    /// A Courier management cluster: its Jobs are `managedBy` Courier, so no simulated Job
-    /// controller; the namespace controller, the garbage collector and the TTL-after-finished
-    /// controller (which deletes finished `managedBy` Jobs too: an origin's TTL is honoured there)
-    /// run.
-    Management,
-    /// A worker cluster: everything, including the simulated Job controller and TTL-after-finished.
-    Worker,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::ApiServer => "api-server",
-            Role::Management => "management",
-            Role::Worker => "worker",
-        }
-    }
-}
-
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Role {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "api-server" | "apiserver" => Ok(Role::ApiServer),
-            "management" => Ok(Role::Management),
-            "worker" => Ok(Role::Worker),
-            other => Err(format!(
-                "unknown role {other:?} (expected api-server, management or worker)"
-            )),
-        }
-    }
-}
+/// What kind of cluster a kubesim instance stands in for (defined with `Sim`; the presets are
+/// [`Controllers::for_role`]).
+pub use crate::sim::Role;
 
 /// Which controllers run, and how fast simulated time goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,8 +73,8 @@ pub struct Controllers {
 }
 
 impl Controllers {
-    /// The preset for a role: `ApiServer` = crd; `Management` = crd + namespace + gc + ttl;
-    /// `Worker` = all.
+    /// The preset for a role: `ApiServer` = crd (a bare kube-apiserver); `Management` = crd +
+    /// namespace + gc (its Jobs are `managedBy` Courier); `Worker` = all.
     pub fn for_role(role: Role) -> Self {
         let none = Self::none();
         match role {
@@ -127,7 +83,6 @@ impl Controllers {
                 crd: true,
                 namespace: true,
                 gc: true,
-                ttl: true,
                 ..none
             },
             Role::Worker => Self {

@@ -1,11 +1,9 @@
 //! The namespace controller (`pkg/controller/namespace/deletion`): a Terminating namespace that still
 //! has the `kubernetes` spec finalizer gets every namespaced object in it deleted (a Background
 //! delete-collection per resource), its deletion conditions written to `.status`, and, once nothing is
-//! left, the `kubernetes` finalizer removed through `/finalize` — after which the generic flow removes
-//! the namespace (if no metadata finalizer holds it).
-//!
-//! Also [`finalize_namespace`], the `PUT /api/v1/namespaces/{name}/finalize` write, which the generic
-//! `Api` has no part for.
+//! left, the `kubernetes` finalizer removed through `/finalize` (`Api::finalize_namespace`, the same
+//! path as a client's `PUT .../finalize`) — after which the namespace goes (if no metadata finalizer
+//! holds it).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -19,10 +17,9 @@ use super::{
     CONTROLLER_MANAGER, Change, Follower, backoff_cap, decoded, finalizers, is_deleting, meta_str,
     next_backoff, write_opts,
 };
-use crate::api::{Api, DeleteOpts, ListOpts, ObjOut, Part, Served, WriteOpts, Written, parse_rv};
-use crate::errors::ApiError;
-use crate::kinds::namespace::{self as ns_kind, FINALIZER_KUBERNETES};
-use crate::store::{EventType, Precondition, StoreError};
+use crate::api::{Api, DeleteOpts, ListOpts, Part, Served};
+use crate::kinds::namespace::FINALIZER_KUBERNETES;
+use crate::store::EventType;
 
 /// The conditions the namespace deleter maintains, in its order, with their "ok" reason and message.
 const CONDITIONS: [(&str, &str, &str); 5] = [
@@ -331,7 +328,6 @@ impl NamespaceController {
 
     /// Removes the `kubernetes` spec finalizer through `/finalize`.
     fn finalize(&self, name: &str) -> bool {
-        let opts = write_opts(CONTROLLER_MANAGER);
         for _ in 0..8 {
             let Some(cur) = self.api.store.get(&self.served.table, "", name) else {
                 return true;
@@ -340,7 +336,7 @@ impl NamespaceController {
             if let Some(Value::Array(f)) = ns.pointer_mut("/spec/finalizers") {
                 f.retain(|x| x != FINALIZER_KUBERNETES);
             }
-            match finalize_namespace(&self.api, name, ns, &opts) {
+            match self.api.finalize_namespace(&self.served, name, ns) {
                 Ok(_) => return true,
                 Err(e) if e.code == 409 => continue,
                 Err(e) if e.code == 404 => return true,
@@ -352,147 +348,4 @@ impl NamespaceController {
         }
         false
     }
-}
-
-/// `PUT /api/v1/namespaces/{name}/finalize`: the body's `spec.finalizers` (and metadata, like any
-/// update) replace the stored ones; status stays; identity and system metadata come from the stored
-/// object; a `metadata.resourceVersion` in the body is a precondition (409 when stale); managedFields
-/// record the `finalize` subresource. With no spec or metadata finalizer left on a namespace being
-/// deleted, the namespace is removed (the answer is its last state).
-pub fn finalize_namespace(
-    api: &Api,
-    name: &str,
-    body: Value,
-    o: &WriteOpts,
-) -> Result<Written, ApiError> {
-    let Some(s) = api.registry.get("", "v1", "namespaces") else {
-        return Err(ApiError::not_found("", "namespaces", name));
-    };
-    let body_name = meta_str(&body, "name");
-    if !body_name.is_empty() && body_name != name {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({body_name}) does not match the name on the URL ({name})"
-        )));
-    }
-    let want_rv = match meta_str(&body, "resourceVersion") {
-        "" => None,
-        rv => Some(parse_rv(rv).map_err(|m| ApiError::bare(500, m))?),
-    };
-    let info = s.info().clone();
-    loop {
-        let Some(old) = api.store.get(&s.table, "", name) else {
-            return Err(s.not_found(name));
-        };
-        if want_rv.is_some_and(|rv| rv != old.rv) {
-            return Err(ApiError::modified(&info.group, &info.plural, name));
-        }
-        let old_obj = api.served_value(&s, &old);
-        let mut obj = body.clone();
-        if !obj.is_object() {
-            obj = json!({});
-        }
-        {
-            let om = old_obj.get("metadata").cloned().unwrap_or(json!({}));
-            let Some(root) = obj.as_object_mut() else {
-                return Err(ApiError::bad_request("the body is not an object"));
-            };
-            let meta = root.entry("metadata").or_insert_with(|| json!({}));
-            if !meta.is_object() {
-                *meta = json!({});
-            }
-            if let Some(m) = meta.as_object_mut() {
-                m.insert("name".into(), json!(name));
-                m.remove("namespace");
-                for k in [
-                    "uid",
-                    "creationTimestamp",
-                    "deletionTimestamp",
-                    "deletionGracePeriodSeconds",
-                    "generation",
-                ] {
-                    match om.get(k) {
-                        Some(v) => m.insert(k.into(), v.clone()),
-                        None => m.remove(k),
-                    };
-                }
-                m.insert("resourceVersion".into(), json!(old.rv.to_string()));
-            }
-        }
-        if let Some(t) = &s.schema {
-            let now = crate::time::now_string();
-            let api_version = info.api_version();
-            let mgr = crate::structured::Manager {
-                name: &o.manager,
-                api_version: &api_version,
-                subresource: Some("finalize"),
-                now: &now,
-            };
-            crate::structured::update_managed_fields(t, Some(&old_obj), &mut obj, &mgr);
-        }
-        ns_kind::prepare_for_finalize(&mut obj, &old_obj);
-        let mut errs = s.validate_meta_update(&obj, &old_obj);
-        errs.extend(ns_kind::validate_finalize(&obj, &old_obj));
-        if !errs.is_empty() {
-            return Err(s.invalid(name, &errs));
-        }
-        if same_content(&obj, &old_obj) {
-            return Ok(Written {
-                code: 200,
-                obj: ObjOut::Stored(old),
-                warnings: Vec::new(),
-            });
-        }
-        if o.dry_run {
-            return Ok(Written {
-                code: 200,
-                obj: ObjOut::Value(obj),
-                warnings: Vec::new(),
-            });
-        }
-        let gone = is_deleting(&obj)
-            && finalizers(&obj).is_empty()
-            && !s.strategy.pending_finalization(&obj);
-        let result = if gone {
-            api.store
-                .remove(&s.table, "", name, Some(old.rv))
-                .map(|_| Written {
-                    code: 200,
-                    obj: ObjOut::Value(obj),
-                    warnings: Vec::new(),
-                })
-        } else {
-            api.store
-                .put(
-                    &s.table,
-                    "",
-                    name,
-                    s.to_storage(obj),
-                    Precondition::Exists(Some(old.rv)),
-                )
-                .map(|st| Written {
-                    code: 200,
-                    obj: ObjOut::Stored(st),
-                    warnings: Vec::new(),
-                })
-        };
-        match result {
-            Ok(w) => return Ok(w),
-            Err(StoreError::NotFound) => return Err(s.not_found(name)),
-            // Lost a race: an unconditional write tries again, a conditional one is stale.
-            Err(_) if want_rv.is_none() => continue,
-            Err(_) => return Err(ApiError::modified(&info.group, &info.plural, name)),
-        }
-    }
-}
-
-fn same_content(a: &Value, b: &Value) -> bool {
-    fn strip(v: &Value) -> Value {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
-            m.remove("managedFields");
-        }
-        v
-    }
-    strip(a) == strip(b)
 }

@@ -595,6 +595,10 @@ pub fn selectable_field(stored: &Value, label: &str) -> Option<String> {
 }
 
 impl Strategy for EventStrategy {
+    fn invalid_kind(&self) -> (&str, &str) {
+        ("", "Event")
+    }
+
     fn info(&self) -> &ResourceInfo {
         &self.info
     }

@@ -165,6 +165,18 @@ pub trait Strategy: Send + Sync + 'static {
         "Background"
     }
 
+    /// Warnings a DELETE with these `DeleteOptions` gets, whatever its outcome (batch/v1 Jobs warn that
+    /// the default propagation orphans pods).
+    fn delete_warnings(&self, _options: &Value) -> Warnings {
+        Vec::new()
+    }
+
+    /// The group and kind `Invalid` errors name (`Job.batch`). Both Event versions validate the internal
+    /// core Event, so events.k8s.io answers `Event "x" is invalid`.
+    fn invalid_kind(&self) -> (&str, &str) {
+        (&self.info().group, &self.info().kind)
+    }
+
     /// `AllowCreateOnUpdate`: a PUT of a missing object creates it (201) instead of answering 404.
     /// True for Leases and Events; false for Jobs, Secrets, ConfigMaps, Namespaces, CRDs and CRs.
     fn allow_create_on_update(&self) -> bool {

@@ -80,7 +80,8 @@ impl Decision {
 /// One RBAC-style rule. Empty `resource_names` / `namespaces` match everything; `*` is a wildcard in
 /// every list; `resources` also understands `jobs/status` and `*/status`; `non_resource_urls`
 /// entries ending in `*` match by prefix.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Rule {
     /// Shown in decision reasons (`RBAC: allowed by <name>`); may be empty.
     pub name: String,
@@ -158,7 +159,8 @@ impl Rule {
 
 /// A token's rights: deny rules win over allow rules; nothing matching is NoOpinion (which the
 /// server treats as forbidden).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct RuleSet {
     pub allow: Vec<Rule>,
     pub deny: Vec<Rule>,

@@ -265,14 +265,21 @@ impl Strategy for JobStrategy {
 
     fn default(&self, obj: &mut Value) {
         defaults::default_job(obj);
+        // SetDefaults_Job: a Job without labels takes its template's (the same map in Go, which
+        // `prepare_for_create` honours). Done here so the field manager attributes them to the writer.
+        copy_template_labels(obj);
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
         // Decoding defaulted the Job's labels to the template's *map*, so when that happened the selector
         // generation below shows up in both; without template labels the copy only happens when the
         // stored object is decoded again, i.e. after validation.
-        let aliased = labels_empty(obj)
-            && get(obj, &["spec", "template", "metadata", "labels"]).is_some_and(Value::is_object);
+        let template_labels = get(obj, &["spec", "template", "metadata", "labels"]);
+        let aliased = (labels_empty(obj) && template_labels.is_some_and(Value::is_object))
+            || (template_labels
+                .and_then(Value::as_object)
+                .is_some_and(|m| !m.is_empty())
+                && get(obj, &["metadata", "labels"]) == template_labels);
         if crate::validation::get_bool(obj, &["spec", "manualSelector"]) != Some(true) {
             let _ = generate_selector(obj);
         }
@@ -282,7 +289,13 @@ impl Strategy for JobStrategy {
         if let Some(meta) = ensure_obj(obj, "metadata") {
             meta.insert("generation".into(), json!(1));
         }
-        if labels_empty(obj)
+        if aliased
+            && let Some(tl) = get_obj(obj, &["spec", "template", "metadata", "labels"])
+            && !tl.is_empty()
+        {
+            let tl = tl.clone();
+            set_labels(obj, tl);
+        } else if labels_empty(obj)
             && let Some(tl) = get_obj(obj, &["spec", "template", "metadata", "labels"])
             && !tl.is_empty()
             // A copy made after validation can only matter for an object that passes validation,
@@ -347,6 +360,14 @@ impl Strategy for JobStrategy {
         );
         errs.extend(validate_job_status_transition(old, new));
         errs
+    }
+
+    fn delete_warnings(&self, options: &Value) -> crate::kinds::Warnings {
+        if options.get("propagationPolicy").is_none() && options.get("orphanDependents").is_none() {
+            vec!["child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this warning".into()]
+        } else {
+            Vec::new()
+        }
     }
 
     fn default_propagation(&self) -> &'static str {

@@ -1,0 +1,173 @@
+//! Fault injection, switchable at run time (library API and the admin endpoint): added latency, a share
+//! of 500s, 429s with Retry-After, a blackhole (connections accepted, never answered), refused
+//! connections, dropping every open watch, a restart that loses connections and watches but keeps data,
+//! and a compaction that makes older resourceVersions answer 410.
+
+use std::sync::RwLock;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The request-level fault settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FaultConfig {
+    /// Added to every request before it is handled.
+    pub latency_ms: u64,
+    /// Share (0..=1) of requests answered 500 InternalError.
+    pub error_rate: f64,
+    /// Share (0..=1) of requests answered 429 TooManyRequests with `Retry-After`.
+    pub throttle_rate: f64,
+    /// The `Retry-After` seconds of throttled answers (default 1).
+    pub retry_after_seconds: u64,
+    /// Connections are accepted and requests read, but nothing is ever answered.
+    pub blackhole: bool,
+    /// The listening socket is closed: connections are refused.
+    pub refuse: bool,
+}
+
+/// What a request should suffer, decided once per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Injected {
+    None,
+    Error,
+    Throttle(u64),
+}
+
+/// Live fault state shared by the server's tasks.
+pub struct Faults {
+    cfg: RwLock<FaultConfig>,
+    /// Broadcasts every configuration change (the accept loop follows `refuse`, held requests follow
+    /// `blackhole`).
+    changed: watch::Sender<FaultConfig>,
+    /// Cancelled (and replaced) by a restart: every open connection ends.
+    connections: RwLock<CancellationToken>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Faults {
+    pub fn new() -> Self {
+        let (changed, _) = watch::channel(FaultConfig::default());
+        Self {
+            cfg: RwLock::new(FaultConfig::default()),
+            changed,
+            connections: RwLock::new(CancellationToken::new()),
+        }
+    }
+
+    pub fn get(&self) -> FaultConfig {
+        self.cfg.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn set(&self, cfg: FaultConfig) {
+        *self.cfg.write().unwrap_or_else(|p| p.into_inner()) = cfg.clone();
+        self.changed.send_replace(cfg);
+    }
+
+    /// Clears every fault.
+    pub fn clear(&self) {
+        self.set(FaultConfig::default());
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<FaultConfig> {
+        self.changed.subscribe()
+    }
+
+    /// The token a new connection watches; cancelled by `restart_connections`.
+    pub fn connection_token(&self) -> CancellationToken {
+        self.connections
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .child_token()
+    }
+
+    /// Ends every open connection (a restart of the server process, as clients see it).
+    pub fn restart_connections(&self) {
+        let mut g = self.connections.write().unwrap_or_else(|p| p.into_inner());
+        g.cancel();
+        *g = CancellationToken::new();
+    }
+
+    pub fn latency(&self) -> Option<Duration> {
+        let ms = self
+            .cfg
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .latency_ms;
+        (ms > 0).then(|| Duration::from_millis(ms))
+    }
+
+    pub fn blackholed(&self) -> bool {
+        self.cfg.read().unwrap_or_else(|p| p.into_inner()).blackhole
+    }
+
+    /// Draws this request's fate from the configured rates.
+    pub fn draw(&self) -> Injected {
+        let c = self.cfg.read().unwrap_or_else(|p| p.into_inner());
+        if c.error_rate <= 0.0 && c.throttle_rate <= 0.0 {
+            return Injected::None;
+        }
+        let x: f64 = rand::random();
+        if x < c.error_rate {
+            Injected::Error
+        } else if x < c.error_rate + c.throttle_rate {
+            Injected::Throttle(c.retry_after_seconds.max(1))
+        } else {
+            Injected::None
+        }
+    }
+
+    /// Waits until the blackhole is lifted.
+    pub async fn wait_unblackholed(&self) {
+        let mut rx = self.subscribe();
+        while rx.borrow_and_update().blackhole {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_respected() {
+        let f = Faults::new();
+        assert_eq!(f.draw(), Injected::None);
+        f.set(FaultConfig {
+            error_rate: 1.0,
+            ..Default::default()
+        });
+        assert_eq!(f.draw(), Injected::Error);
+        f.set(FaultConfig {
+            throttle_rate: 1.0,
+            retry_after_seconds: 3,
+            ..Default::default()
+        });
+        assert_eq!(f.draw(), Injected::Throttle(3));
+        f.set(FaultConfig {
+            error_rate: 0.5,
+            ..Default::default()
+        });
+        let errors = (0..2000).filter(|_| f.draw() == Injected::Error).count();
+        assert!((800..1200).contains(&errors), "{errors}");
+    }
+
+    #[test]
+    fn restart_cancels_existing_connections_only() {
+        let f = Faults::new();
+        let old = f.connection_token();
+        f.restart_connections();
+        assert!(old.is_cancelled());
+        assert!(!f.connection_token().is_cancelled());
+    }
+}
