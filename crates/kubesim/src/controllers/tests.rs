@@ -837,16 +837,23 @@ async fn crd_lifecycle() {
         get(api, CRDS, "", "workerclusters.courier.dev").filter(crate::kinds::crd::is_established)
     })
     .await;
-    assert!(
-        api.registry
-            .get("courier.dev", "v1alpha1", "workerclusters")
-            .is_some()
-    );
+    let wc = api
+        .registry
+        .get("courier.dev", "v1alpha1", "workerclusters")
+        .expect("served once Established");
     assert!(
         t0.elapsed() < Duration::from_millis(500),
         "{:?}",
         t0.elapsed()
     );
+    // Served as the CRD says: cluster-scoped, short names, the /status subresource.
+    assert_eq!(
+        crd["spec"]["versions"][0]["subresources"],
+        json!({"status": {}})
+    );
+    assert!(wc.info().status_subresource);
+    assert!(!wc.info().namespaced);
+    assert_eq!(wc.info().short_names, ["wc"]);
     let want = &step(&f, "wait until Established")["response"]["body"];
     let strip = |s: &Value| {
         let mut s = s.clone();
@@ -889,7 +896,21 @@ async fn crd_lifecycle() {
                "metadata": {"name": name, "finalizers": fins},
                "spec": {"kubeconfigSecretRef": {"name": "k", "namespace": "courier-system"}}})
     };
-    let w1 = create(api, WORKERCLUSTERS, "", body("w1", json!([]))).unwrap();
+    let mut with_status = body("w1", json!([]));
+    with_status["status"] = json!({"phase": "Ready"});
+    let w1 = create(api, WORKERCLUSTERS, "", with_status).unwrap();
+    assert!(
+        w1.get("status").is_none(),
+        "status is dropped on create: {w1}"
+    );
+    let mut st = w1.clone();
+    st["status"] = json!({"phase": "Ready"});
+    api.update(&wc, "", "w1", st, Part::Status, &opts())
+        .unwrap();
+    assert_eq!(
+        get(api, WORKERCLUSTERS, "", "w1").unwrap()["status"]["phase"],
+        "Ready"
+    );
     assert_eq!(
         w1["spec"]["kubeconfigSecretRef"]["key"], "kubeconfig",
         "schema defaults"
