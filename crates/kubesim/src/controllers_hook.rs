@@ -1,11 +1,20 @@
 //! Where the in-process controllers (Job controller, TTL, GC, namespaces, CRDs) attach to a running
-//! instance. The controllers land in `crate::controllers`; until then no controller runs.
+//! instance: the role's preset from `crate::controllers`, at the instance's speed.
 
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::api::Api;
+use crate::controllers::Controllers;
 use crate::sim::Role;
 
-pub fn spawn(_api: Arc<Api>, _role: Role, _speed: f64, _shutdown: CancellationToken) {}
+/// Starts the role's controllers; they stop with `shutdown`.
+pub fn spawn(api: Arc<Api>, role: Role, speed: f64, shutdown: CancellationToken) {
+    // The tasks run detached; cancelling `shutdown` ends them.
+    drop(crate::controllers::spawn(
+        api,
+        Controllers::for_role(role).with_speed(speed),
+        shutdown,
+    ));
+}

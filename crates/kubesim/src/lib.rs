@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod api;
 pub mod auth;
+pub mod controllers;
 pub mod controllers_hook;
 pub mod errors;
 pub mod faults;

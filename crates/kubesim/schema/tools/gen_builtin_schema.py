@@ -331,6 +331,10 @@ _set("v",
      "JSONSchemaProps.x-kubernetes-int-or-string",
      "SubjectAccessReviewStatus.denied", "StatusDetails.retryAfterSeconds", "Status.code")
 
+# Pointers to empty structs with `omitempty` (rendered as maps in the spec): `{}` survives the round
+# trip (`subresources: {status: {}}` is how a CRD enables /status).
+_set("p", "CustomResourceSubresources.status")
+
 # Pointer strings with `omitempty`: an empty string survives the round trip.
 _set("p",
      "JobSpec.managedBy", "JobSpec.completionMode", "JobSpec.podReplacementPolicy", "JobStatus.failedIndexes",

@@ -606,7 +606,7 @@ impl Api {
                 Err(e) if e.code == 400 && kind == PatchKind::Merge => {
                     let cause = crate::kinds::common::decode_error_cause(&e.message);
                     let text = crate::kinds::secret::merge_patched_text(&current, patch_doc);
-                    return Err(crate::kinds::secret::patch_decode_error(&text, &cause));
+                    return Err(crate::kinds::secret::patch_decode_error(&text, cause));
                 }
                 Err(e) => return Err(e),
             };

@@ -87,11 +87,13 @@ mod status;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod traces;
+pub(crate) mod traces;
 
 use jiff::Timestamp;
 use serde_json::Value;
 
+#[cfg(test)]
+pub(crate) use pods::pod_name;
 pub use pods::{
     ANN_OUTCOME, ANN_PENDING, ANN_PLAN, ANN_RUN, ANN_TERM, DEFAULT_PENDING_SECONDS,
     DEFAULT_RUN_SECONDS, DEFAULT_TERM_SECONDS, EXIT_SIGKILL, EXIT_SIGTERM,

@@ -327,13 +327,8 @@ pub(crate) struct NewPod<'a> {
 
 pub(crate) fn create(p: NewPod<'_>, now: Timestamp, speed: f64) -> Pod {
     let (outcome, run_for) = p.behaviour.resolve(p.index, p.ordinal);
-    let h =
-        mix(fnv(p.job_uid.as_bytes()) ^ u64::from(p.ordinal).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let suffix = name_suffix(h);
-    let name = match p.index {
-        Some(i) => format!("{}-{i}-{suffix}", p.job_name),
-        None => format!("{}-{suffix}", p.job_name),
-    };
+    let h = seed(p.job_uid, p.ordinal);
+    let name = name_from(p.job_name, p.index, h);
     let mut pod = Pod {
         uid: uuid_from(h),
         name,
@@ -360,6 +355,24 @@ pub(crate) fn create(p: NewPod<'_>, now: Timestamp, speed: f64) -> Pod {
     };
     pod.schedule(now, p.behaviour.pending + START_LATENCY, Step::Start, speed);
     pod
+}
+
+fn seed(job_uid: &str, ordinal: u32) -> u64 {
+    mix(fnv(job_uid.as_bytes()) ^ u64::from(ordinal).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+fn name_from(job_name: &str, index: Option<i32>, seed: u64) -> String {
+    let suffix = name_suffix(seed);
+    match index {
+        Some(i) => format!("{job_name}-{i}-{suffix}"),
+        None => format!("{job_name}-{suffix}"),
+    }
+}
+
+/// The name of the `ordinal`-th pod (from 0) a Job creates, as `create` names it.
+#[cfg(test)]
+pub(crate) fn pod_name(job_name: &str, job_uid: &str, ordinal: u32, index: Option<i32>) -> String {
+    name_from(job_name, index, seed(job_uid, ordinal))
 }
 
 fn fnv(bytes: &[u8]) -> u64 {

@@ -72,7 +72,7 @@ fn rel(o: f64, ts: Timestamp) -> f64 {
 
 /// Status without timestamps: presence of startTime/completionTime, conditions without times,
 /// uncounted UIDs as counts; pod names in messages replaced by the recorder's labels.
-fn normalize(status: &Value, names: &HashMap<String, String>) -> Value {
+pub(crate) fn normalize(status: &Value, names: &HashMap<String, String>) -> Value {
     let mut out = Map::new();
     for (k, v) in status.as_object().unwrap() {
         let v = match k.as_str() {
@@ -128,7 +128,7 @@ pub(crate) struct State {
     pub raw: Value,
 }
 
-fn fold(states: impl IntoIterator<Item = State>) -> Vec<State> {
+pub(crate) fn fold(states: impl IntoIterator<Item = State>) -> Vec<State> {
     let mut out: Vec<State> = Vec::new();
     for s in states {
         if out.last().is_none_or(|l| l.state != s.state) {
@@ -138,7 +138,7 @@ fn fold(states: impl IntoIterator<Item = State>) -> Vec<State> {
     out
 }
 
-fn recorded(sc: &Scenario) -> Vec<State> {
+pub(crate) fn recorded(sc: &Scenario) -> Vec<State> {
     fold(
         sc.events
             .iter()
@@ -152,7 +152,7 @@ fn recorded(sc: &Scenario) -> Vec<State> {
 }
 
 /// The creation phase `o` (seconds) that the recorded timestamps allow: `[lo, hi)`.
-fn phase_bounds(sc: &Scenario) -> (f64, f64) {
+pub(crate) fn phase_bounds(sc: &Scenario) -> (f64, f64) {
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     let mut seen = std::collections::HashSet::new();
     for e in &sc.events {
@@ -305,7 +305,7 @@ pub(crate) fn run(sc: &Scenario, o: f64, cfg: &SimConfig) -> Run {
     }
 }
 
-fn describe(states: &[State]) -> String {
+pub(crate) fn describe(states: &[State]) -> String {
     states
         .iter()
         .map(|s| format!("  {:6.2} {}\n", s.t, s.state))

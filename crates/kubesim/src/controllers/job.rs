@@ -1,0 +1,290 @@
+//! The Job controller: one `jobctl::JobSim` per Job the built-in controller manages, driven at its
+//! `next_wakeup` from a single timer wheel (a `BTreeSet` of `(when, uid)`), its status writes made
+//! through `/status` as `kube-controller-manager`.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use super::gc::GcNote;
+use super::{
+    CONTROLLER_MANAGER, Change, Follower, decoded, instant_at, is_deleting, meta_str, obj_key,
+    write_opts,
+};
+use crate::api::{Api, Part, Served};
+use crate::jobctl::{JobSim, SimConfig};
+use crate::store::EventType;
+
+/// Due simulations driven per turn of the loop, so events keep flowing under load.
+const MAX_DUE_PER_TURN: usize = 2000;
+/// Attempts at one status write that keeps losing optimistic-concurrency races.
+const CONFLICT_RETRIES: usize = 8;
+
+struct Entry {
+    sim: JobSim,
+    ns: String,
+    name: String,
+    generation: i64,
+    deleting: bool,
+    wake: Option<Timestamp>,
+    reported_gone: bool,
+}
+
+struct JobController {
+    api: Arc<Api>,
+    served: Arc<Served>,
+    cfg: SimConfig,
+    sims: HashMap<Arc<str>, Entry>,
+    wheel: BTreeSet<(Timestamp, Arc<str>)>,
+    gc: Option<UnboundedSender<GcNote>>,
+}
+
+/// How a status write ended.
+enum Outcome {
+    Accepted,
+    /// The API server refused it (422, or anything else that is not a race): the controller retries.
+    Rejected,
+    /// The Job no longer exists (or is another Job with the same name).
+    Gone,
+}
+
+pub(super) async fn run(
+    api: Arc<Api>,
+    cfg: SimConfig,
+    gc: Option<UnboundedSender<GcNote>>,
+    shutdown: CancellationToken,
+) {
+    let Some(served) = api.registry.get("batch", "v1", "jobs") else {
+        tracing::error!(
+            controller = "job",
+            "batch/v1 jobs are not served; not starting"
+        );
+        return;
+    };
+    let mut follower = Follower::new(api.store.clone(), served.table.clone(), "job");
+    let mut c = JobController {
+        api,
+        served,
+        cfg,
+        sims: HashMap::new(),
+        wheel: BTreeSet::new(),
+        gc,
+    };
+    loop {
+        let next = c.wheel.first().map(|(t, _)| *t);
+        let sleep =
+            tokio::time::sleep_until(next.map_or_else(tokio::time::Instant::now, instant_at));
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            change = follower.next() => c.apply(change),
+            _ = sleep, if next.is_some() => c.run_due(),
+        }
+    }
+}
+
+impl JobController {
+    fn apply(&mut self, change: Change) {
+        let now = Timestamp::now();
+        match change {
+            Change::Resync(items) => {
+                let mut seen = HashSet::new();
+                for st in items {
+                    let uid = meta_str(&st.value, "uid").to_string();
+                    self.observe(&st.value, now);
+                    seen.insert(uid);
+                }
+                let stale: Vec<Arc<str>> = self
+                    .sims
+                    .keys()
+                    .filter(|u| !seen.contains(&***u))
+                    .cloned()
+                    .collect();
+                for uid in stale {
+                    self.forget(&uid);
+                }
+            }
+            Change::Event(ev) => {
+                if ev.kind == EventType::Deleted {
+                    self.forget(meta_str(&ev.obj.value, "uid"));
+                } else {
+                    self.observe(&ev.obj.value, now);
+                }
+            }
+        }
+    }
+
+    /// A Job as stored now: start simulating it, or pass on a spec change / deletion.
+    fn observe(&mut self, job: &Value, now: Timestamp) {
+        if JobSim::is_managed_elsewhere(job) {
+            return;
+        }
+        let uid = meta_str(job, "uid");
+        if uid.is_empty() {
+            return;
+        }
+        let generation = job
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let deleting = is_deleting(job);
+        let uid: Arc<str> = match self.sims.get_key_value(uid) {
+            Some((k, e)) => {
+                if e.generation == generation && e.deleting == deleting {
+                    // Our own status writes and metadata-only changes: nothing for the controller.
+                    return;
+                }
+                let k = k.clone();
+                if let Some(e) = self.sims.get_mut(&k) {
+                    e.sim.observe(job, now);
+                    e.generation = generation;
+                    e.deleting = deleting;
+                }
+                k
+            }
+            None => {
+                let k: Arc<str> = Arc::from(uid);
+                self.sims.insert(
+                    k.clone(),
+                    Entry {
+                        sim: JobSim::new(job, now, &self.cfg),
+                        ns: meta_str(job, "namespace").to_string(),
+                        name: meta_str(job, "name").to_string(),
+                        generation,
+                        deleting,
+                        wake: None,
+                        reported_gone: false,
+                    },
+                );
+                k
+            }
+        };
+        self.drive(&uid, now);
+    }
+
+    fn forget(&mut self, uid: &str) {
+        if let Some(e) = self.sims.remove(uid)
+            && let Some(w) = e.wake
+        {
+            self.wheel.remove(&(w, Arc::from(uid)));
+        }
+    }
+
+    fn run_due(&mut self) {
+        let now = Timestamp::now();
+        let mut due = Vec::new();
+        while due.len() < MAX_DUE_PER_TURN {
+            match self.wheel.first() {
+                Some((t, _)) if *t <= now => {}
+                _ => break,
+            }
+            let Some((_, uid)) = self.wheel.pop_first() else {
+                break;
+            };
+            if let Some(e) = self.sims.get_mut(&uid) {
+                e.wake = None;
+            }
+            due.push(uid);
+        }
+        for uid in due {
+            self.drive(&uid, now);
+        }
+    }
+
+    /// Runs one simulation up to `now`, writing every status it produces, then re-arms its timer.
+    fn drive(&mut self, uid: &Arc<str>, now: Timestamp) {
+        let Some(e) = self.sims.get_mut(uid) else {
+            return;
+        };
+        let mut gone = false;
+        while let Some(w) = e.sim.advance(now) {
+            match write_status(&self.api, &self.served, &e.ns, &e.name, uid, w.status) {
+                Outcome::Accepted => {}
+                Outcome::Rejected => e.sim.write_rejected(),
+                Outcome::Gone => {
+                    gone = true;
+                    break;
+                }
+            }
+        }
+        if gone {
+            self.forget(uid);
+            return;
+        }
+        if e.deleting
+            && !e.reported_gone
+            && e.sim.dependents_gone()
+            && let Some(tx) = &self.gc
+        {
+            e.reported_gone = true;
+            // The garbage collector may have stopped (shutdown): nothing left to tell.
+            let _ = tx.send(GcNote {
+                ns: e.ns.clone(),
+                name: e.name.clone(),
+                uid: uid.to_string(),
+            });
+        }
+        let next = e.sim.next_wakeup();
+        if e.wake != next {
+            if let Some(old) = e.wake.take() {
+                self.wheel.remove(&(old, uid.clone()));
+            }
+            if let Some(t) = next {
+                self.wheel.insert((t, uid.clone()));
+            }
+            e.wake = next;
+        }
+    }
+}
+
+/// PUT `/status` with the simulator's full `.status`, re-reading on conflicts.
+fn write_status(
+    api: &Api,
+    served: &Served,
+    ns: &str,
+    name: &str,
+    uid: &str,
+    status: Value,
+) -> Outcome {
+    let key = obj_key(ns, name);
+    let opts = write_opts(CONTROLLER_MANAGER);
+    for _ in 0..CONFLICT_RETRIES {
+        let Some(cur) = api.store.get(&served.table, ns, name) else {
+            return Outcome::Gone;
+        };
+        if meta_str(&cur.value, "uid") != uid {
+            return Outcome::Gone;
+        }
+        let mut obj = api.served_value(served, &cur);
+        if let Value::Object(m) = &mut obj {
+            m.insert("status".into(), status.clone());
+        }
+        let obj = match decoded(served, obj) {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(controller = "job", job = %key, error = %e.message, "status does not decode");
+                return Outcome::Rejected;
+            }
+        };
+        match api.update(served, ns, name, obj, Part::Status, &opts) {
+            Ok(_) => return Outcome::Accepted,
+            Err(e) if e.code == 409 => continue,
+            Err(e) if e.code == 404 => return Outcome::Gone,
+            Err(e) => {
+                tracing::warn!(
+                    controller = "job",
+                    job = %key,
+                    code = e.code,
+                    error = %e.message,
+                    "status update rejected; retrying with backoff"
+                );
+                return Outcome::Rejected;
+            }
+        }
+    }
+    tracing::warn!(controller = "job", job = %key, "status update kept conflicting; retrying with backoff");
+    Outcome::Rejected
+}
