@@ -86,7 +86,7 @@ impl CrdController {
             Change::Resync(items) => {
                 let names: HashSet<String> = items
                     .iter()
-                    .map(|st| meta_str(&st.value, "name").to_string())
+                    .map(|st| meta_str(&st.value(), "name").to_string())
                     .collect();
                 let stale: Vec<String> = self
                     .registered
@@ -102,10 +102,10 @@ impl CrdController {
                 }
             }
             Change::Event(ev) => {
-                let name = meta_str(&ev.obj.value, "name").to_string();
+                let name = meta_str(&ev.obj.value(), "name").to_string();
                 let group = ev
                     .obj
-                    .value
+                    .value()
                     .pointer("/spec/group")
                     .and_then(Value::as_str)
                     .unwrap_or("")
@@ -131,11 +131,11 @@ impl CrdController {
             .items
             .iter()
             .filter(|st| {
-                st.value.pointer("/spec/group").and_then(Value::as_str) == Some(group)
-                    && meta_str(&st.value, "name") != except
-                    && !crd_kind::is_established(&st.value)
+                st.value().pointer("/spec/group").and_then(Value::as_str) == Some(group)
+                    && meta_str(&st.value(), "name") != except
+                    && !crd_kind::is_established(&st.value())
             })
-            .map(|st| meta_str(&st.value, "name").to_string())
+            .map(|st| meta_str(&st.value(), "name").to_string())
             .collect();
         for p in peers {
             self.handle(&p);

@@ -252,11 +252,11 @@ async fn forward(
         let items: Vec<Item> = match change {
             Change::Resync(all) => all
                 .iter()
-                .filter(|st| wants(&st.value))
-                .map(|st| item(&st.value))
+                .filter(|st| wants(&st.value()))
+                .map(|st| item(&st.value()))
                 .collect(),
-            Change::Event(ev) if ev.kind != EventType::Deleted && wants(&ev.obj.value) => {
-                vec![item(&ev.obj.value)]
+            Change::Event(ev) if ev.kind != EventType::Deleted && wants(&ev.obj.value()) => {
+                vec![item(&ev.obj.value())]
             }
             Change::Event(_) => Vec::new(),
         };

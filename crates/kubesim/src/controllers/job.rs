@@ -93,8 +93,8 @@ impl JobController {
             Change::Resync(items) => {
                 let mut seen = HashSet::new();
                 for st in items {
-                    let uid = meta_str(&st.value, "uid").to_string();
-                    self.observe(&st.value, now);
+                    let uid = meta_str(&st.value(), "uid").to_string();
+                    self.observe(&st.value(), now);
                     seen.insert(uid);
                 }
                 let stale: Vec<Arc<str>> = self
@@ -109,9 +109,9 @@ impl JobController {
             }
             Change::Event(ev) => {
                 if ev.kind == EventType::Deleted {
-                    self.forget(meta_str(&ev.obj.value, "uid"));
+                    self.forget(meta_str(&ev.obj.value(), "uid"));
                 } else {
-                    self.observe(&ev.obj.value, now);
+                    self.observe(&ev.obj.value(), now);
                 }
             }
         }
@@ -255,7 +255,7 @@ fn write_status(
         let Some(cur) = api.store.get(&served.table, ns, name) else {
             return Outcome::Gone;
         };
-        if meta_str(&cur.value, "uid") != uid {
+        if meta_str(&cur.value(), "uid") != uid {
             return Outcome::Gone;
         }
         let mut obj = api.served_value(served, &cur);

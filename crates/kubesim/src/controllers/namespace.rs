@@ -101,13 +101,13 @@ impl NamespaceController {
         match change {
             Change::Resync(items) => {
                 for st in items {
-                    self.observe(&st.value);
+                    self.observe(&st.value());
                 }
             }
             Change::Event(ev) if ev.kind == EventType::Deleted => {
-                self.pending.remove(meta_str(&ev.obj.value, "name"));
+                self.pending.remove(meta_str(&ev.obj.value(), "name"));
             }
-            Change::Event(ev) => self.observe(&ev.obj.value),
+            Change::Event(ev) => self.observe(&ev.obj.value()),
         }
     }
 
@@ -195,7 +195,7 @@ impl NamespaceController {
                         remaining.insert(resource.clone(), page.items.len());
                     }
                     for st in &page.items {
-                        for f in finalizers(&st.value) {
+                        for f in finalizers(&st.value()) {
                             *held.entry(f).or_default() += 1;
                         }
                     }

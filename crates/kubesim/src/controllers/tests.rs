@@ -197,7 +197,7 @@ impl Log {
             if e.kind == EventType::Deleted {
                 continue;
             }
-            let s = e.obj.value.get("status").cloned().unwrap_or(json!({}));
+            let s = e.obj.value().get("status").cloned().unwrap_or(json!({}));
             if out.last() != Some(&s) {
                 out.push(s);
             }
@@ -559,9 +559,9 @@ async fn ttl_deletes_finished_jobs_in_the_foreground() {
         let evs = log.events(name);
         let deleting = evs
             .iter()
-            .find(|e| e.kind == EventType::Modified && is_deleting(&e.obj.value))
+            .find(|e| e.kind == EventType::Modified && is_deleting(&e.obj.value()))
             .unwrap_or_else(|| panic!("{name}: no deletionTimestamp before DELETED"));
-        let v = &deleting.obj.value;
+        let v = &deleting.obj.value();
         assert_eq!(
             v["metadata"]["finalizers"],
             json!(["foregroundDeletion"]),
@@ -796,7 +796,7 @@ async fn namespace_deletion_cascades() {
     let evs = log.events("team");
     assert_eq!(evs.last().unwrap().kind, EventType::Deleted);
     // The last state before removal had every condition in its "ok" form.
-    let last = &evs[evs.len() - 2].obj.value;
+    let last = &evs[evs.len() - 2].obj.value();
     assert!(
         last["status"]["conditions"]
             .as_array()
@@ -959,14 +959,14 @@ async fn crd_lifecycle() {
             .is_none()
     );
     let last = log.events("workerclusters.courier.dev");
-    let before_gone = &last[last.len() - 2].obj.value;
+    let before_gone = &last[last.len() - 2].obj.value();
     assert_eq!(before_gone["metadata"]["finalizers"], json!([CLEANUP]));
     let deleted = &last[last.len() - 1];
     assert_eq!(deleted.kind, EventType::Deleted);
     // The finishing status write empties the finalizers, so the object is deleted during that update
     // and the DELETED event carries the last *stored* state, as etcd-backed watches do.
     assert_eq!(
-        cond(&deleted.obj.value["status"], "Terminating").unwrap()["reason"],
+        cond(&deleted.obj.value()["status"], "Terminating").unwrap()["reason"],
         "InstanceDeletionInProgress"
     );
 
@@ -1049,7 +1049,7 @@ async fn many_jobs_run_on_one_timer_wheel() {
             .items
             .iter()
             .filter(|st| {
-                has(&st.value["status"], "Complete") && n(&st.value["status"], "succeeded") == 1
+                has(&st.value()["status"], "Complete") && n(&st.value()["status"], "succeeded") == 1
             })
             .count();
         (done == N).then_some(())
@@ -1150,7 +1150,7 @@ impl Stamped {
                 .iter()
                 .filter(|(_, e)| e.kind != EventType::Deleted)
                 .map(|(t, e)| {
-                    let status = e.obj.value.get("status").cloned().unwrap_or(json!({}));
+                    let status = e.obj.value().get("status").cloned().unwrap_or(json!({}));
                     crate::jobctl::traces::State {
                         t: *t,
                         state: crate::jobctl::traces::normalize(&status, names),
@@ -1250,9 +1250,9 @@ async fn replay(sc: &crate::jobctl::traces::Scenario) -> Result<(), String> {
             .seen
             .iter()
             .map(|(_, e)| e)
-            .find(|e| is_deleting(&e.obj.value))
+            .find(|e| is_deleting(&e.obj.value()))
             .ok_or_else(|| format!("{}: no deletionTimestamp", sc.name))?;
-        let m = &deleting.obj.value["metadata"];
+        let m = &deleting.obj.value()["metadata"];
         if m["finalizers"] != json!(["foregroundDeletion"]) || m["generation"] != 2 {
             return Err(format!("{}: TTL deletion shape: {m}", sc.name));
         }

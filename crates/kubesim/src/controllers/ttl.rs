@@ -65,13 +65,13 @@ impl Ttl {
                 self.due.clear();
                 self.at.clear();
                 for st in items {
-                    self.observe(&st.value);
+                    self.observe(&st.value());
                 }
             }
             Change::Event(ev) if ev.kind == EventType::Deleted => {
-                self.unschedule(&key_of(&ev.obj.value));
+                self.unschedule(&key_of(&ev.obj.value()));
             }
-            Change::Event(ev) => self.observe(&ev.obj.value),
+            Change::Event(ev) => self.observe(&ev.obj.value()),
         }
     }
 
@@ -121,7 +121,7 @@ impl Ttl {
         let Some(cur) = self.api.store.get(&self.served.table, ns, name) else {
             return;
         };
-        let job = &cur.value;
+        let job = &cur.value();
         let Some(t) = ttl_expiry(job, &self.cfg) else {
             return;
         };
