@@ -50,6 +50,12 @@ impl Served {
         Self::new(strategy, schema)
     }
 
+    /// A custom resource (served from a CRD): its lists are unstructured, so every item carries
+    /// `apiVersion`/`kind` and list metadata always has `continue`.
+    pub fn is_custom(&self) -> bool {
+        self.schema.as_ref().is_some_and(TypeRef::is_custom)
+    }
+
     pub fn info(&self) -> &ResourceInfo {
         self.strategy.info()
     }

@@ -540,8 +540,14 @@ async fn resource_request(
             let page = api.list(s, t.namespace.as_deref(), &list)?;
             let mut meta = serde_json::Map::new();
             meta.insert("resourceVersion".into(), json!(page.rv.to_string()));
-            if let Some(c) = &page.continue_token {
-                meta.insert("continue".into(), json!(c));
+            match &page.continue_token {
+                Some(c) => {
+                    meta.insert("continue".into(), json!(c));
+                }
+                None if s.is_custom() => {
+                    meta.insert("continue".into(), json!(""));
+                }
+                None => {}
             }
             if let Some(n) = page.remaining {
                 meta.insert("remainingItemCount".into(), json!(n));
@@ -710,7 +716,11 @@ fn list_bytes(api: &Api, s: &Served, meta: &Value, items: &[Arc<crate::store::St
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&api.render_item(s, st));
+        if s.is_custom() {
+            out.extend_from_slice(&api.render_stored(s, st));
+        } else {
+            out.extend_from_slice(&api.render_item(s, st));
+        }
     }
     out.extend_from_slice(b"]}");
     Bytes::from(out)
