@@ -4,6 +4,7 @@
 //! - watch fan-out: events/s delivered to K watchers while objects are written;
 //! - bytes per stored Job (RSS growth / objects);
 //! - the field manager's cost per Job write.
+//!
 //! Sizes: `KUBESIM_BENCH_N` (default 20000 writes).
 
 use std::sync::Arc;

@@ -61,9 +61,12 @@ fn parse_version(v: &str) -> (String, String) {
     )
 }
 
+/// The served resources of one group, by version.
+type Versions = BTreeMap<String, Vec<Arc<Served>>>;
+
 /// Served resources grouped as `group -> version -> [served]`.
-fn grouped(reg: &Registry) -> BTreeMap<String, BTreeMap<String, Vec<Arc<Served>>>> {
-    let mut out: BTreeMap<String, BTreeMap<String, Vec<Arc<Served>>>> = BTreeMap::new();
+fn grouped(reg: &Registry) -> BTreeMap<String, Versions> {
+    let mut out: BTreeMap<String, Versions> = BTreeMap::new();
     for s in reg.all() {
         let i = s.info();
         out.entry(i.group.clone())
@@ -75,7 +78,7 @@ fn grouped(reg: &Registry) -> BTreeMap<String, BTreeMap<String, Vec<Arc<Served>>
     out
 }
 
-fn ordered_groups(reg: &Registry) -> Vec<(String, BTreeMap<String, Vec<Arc<Served>>>)> {
+fn ordered_groups(reg: &Registry) -> Vec<(String, Versions)> {
     let mut groups: Vec<_> = grouped(reg)
         .into_iter()
         .filter(|(g, _)| !g.is_empty())
@@ -97,7 +100,7 @@ pub fn core_versions(server_address: &str) -> Value {
     json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]})
 }
 
-fn group_entry(name: &str, versions: &BTreeMap<String, Vec<Arc<Served>>>) -> Value {
+fn group_entry(name: &str, versions: &Versions) -> Value {
     let vs: Vec<Value> = versions
         .keys()
         .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
