@@ -3,6 +3,7 @@
 //! frames its answers.
 
 pub mod discovery;
+pub mod openapi;
 pub mod table;
 
 use std::collections::HashMap;
@@ -248,6 +249,18 @@ async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response<Bod
     };
     if path == "/version" {
         return value_response(200, &discovery::version(&state.version));
+    }
+    if path == "/openapi/v2" {
+        let (body, ctype) = if wants(&req, "protobuf") {
+            (openapi::PROTO_BYTES.clone(), "application/octet-stream")
+        } else {
+            (openapi::JSON_BYTES.clone(), "application/json")
+        };
+        let mut r = Response::new(full(body));
+        if let Ok(v) = HeaderValue::from_str(ctype) {
+            r.headers_mut().insert(http::header::CONTENT_TYPE, v);
+        }
+        return r;
     }
     match route(&state, &req, &path) {
         Route::Response(r) => r,
@@ -566,6 +579,7 @@ async fn resource_request(
         }
         (Method::POST, None) => {
             let (_, body) = read_body(req).await?;
+            let body = json_body(&content_type, body)?;
             let (obj, mut warnings) =
                 crate::api::decode::decode_body(s, &body, write_opts.field_validation)?;
             let mut w = api.create(s, &ns, obj, &write_opts)?;
@@ -575,6 +589,7 @@ async fn resource_request(
         }
         (Method::PUT, Some(name)) => {
             let (_, body) = read_body(req).await?;
+            let body = json_body(&content_type, body)?;
             let (obj, mut warnings) =
                 crate::api::decode::decode_body(s, &body, write_opts.field_validation)?;
             let mut w = if t.sub.as_deref() == Some("finalize") {
@@ -633,6 +648,25 @@ async fn resource_request(
             &info.group,
             &info.plural,
             m.as_str(),
+        )),
+    }
+}
+
+/// A create/update body as JSON: JSON as is, YAML converted; anything else (protobuf, CBOR) is refused
+/// with 415 so clients fall back to JSON, as with a server that does not speak those encodings.
+fn json_body(content_type: &str, body: Bytes) -> Result<Bytes, ApiError> {
+    match content_type {
+        "" | "application/json" => Ok(body),
+        "application/yaml" => {
+            let text = std::str::from_utf8(&body)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+            let v: Value = serde_saphyr::from_str(text).map_err(|e| {
+                ApiError::bad_request(format!("error converting YAML to JSON: {e}"))
+            })?;
+            Ok(Bytes::from(serde_json::to_vec(&v).unwrap_or_default()))
+        }
+        _ => Err(ApiError::unsupported_media_type(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
         )),
     }
 }
