@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Every check and test of the repository: formatting, lints, unit/property/integration/end-to-end tests
+# (the e2e tests run the real binaries as separate processes), and the replay of the recordings of a real
+# API server against kubesim. Needs kubectl and python3 with `requests` (.ci/run installs them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo build --workspace --bins --locked
+cargo test --workspace --locked
+./scripts/replay.sh
