@@ -488,23 +488,46 @@ pub fn go_quote(s: &str) -> String {
 /// as `\u003c`, `\u003e`, `\u0026` like Go's HTML-safe encoder.
 pub fn go_json(v: &Value) -> String {
     let mut out = String::new();
-    write_go_json(v, &mut out);
+    write_go_json(v, None, &mut Vec::new(), &mut out);
     out
 }
 
-fn write_go_json(v: &Value, out: &mut String) {
+/// The Go struct field order of a typed object at a path (`*` stands for any array index); `None`
+/// where the path holds a map, which Go writes with sorted keys.
+pub type WireOrder = fn(&[&str]) -> Option<&'static [&'static str]>;
+
+/// Writes `v` as Go's encoder does: struct fields in declaration order where `order` knows the path
+/// (`path` is where `v` is), everything else as maps with sorted keys. `order: None` is
+/// [`go_json`]'s unstructured case: every object a map.
+pub fn write_go_json(
+    v: &Value,
+    order: Option<WireOrder>,
+    path: &mut Vec<String>,
+    out: &mut String,
+) {
     match v {
         Value::Object(m) => {
-            out.push('{');
             let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
+            let known = order.and_then(|order| {
+                let refs: Vec<&str> = path.iter().map(String::as_str).collect();
+                order(&refs)
+            });
+            match known {
+                Some(fields) => {
+                    keys.sort_by_key(|k| fields.iter().position(|f| f == k).unwrap_or(usize::MAX))
+                }
+                None => keys.sort(),
+            }
+            out.push('{');
             for (i, k) in keys.into_iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 write_go_string(k, out);
                 out.push(':');
-                write_go_json(&m[k], out);
+                with_step(path, order.is_some(), k, |path| {
+                    write_go_json(&m[k], order, path, out)
+                });
             }
             out.push('}');
         }
@@ -514,12 +537,25 @@ fn write_go_json(v: &Value, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                write_go_json(x, out);
+                with_step(path, order.is_some(), "*", |path| {
+                    write_go_json(x, order, path, out)
+                });
             }
             out.push(']');
         }
         Value::String(s) => write_go_string(s, out),
         other => out.push_str(&other.to_string()),
+    }
+}
+
+/// Runs `f` with `step` appended to `path` (only when the path is `tracked`).
+fn with_step(path: &mut Vec<String>, tracked: bool, step: &str, f: impl FnOnce(&mut Vec<String>)) {
+    if tracked {
+        path.push(step.to_string());
+        f(path);
+        path.pop();
+    } else {
+        f(path);
     }
 }
 

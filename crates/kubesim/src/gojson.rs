@@ -1,6 +1,20 @@
 //! JSON syntax errors worded like Go's `encoding/json`, because the real API server puts them in
 //! `Status` messages (`invalid character 'n' looking for beginning of object key string`,
-//! `unexpected end of JSON input`).
+//! `unexpected end of JSON input`), and the JSON kind names of its `cannot unmarshal` errors.
+
+use serde_json::Value;
+
+/// The JSON kind name Go's decoder uses in `cannot unmarshal X into ...` errors.
+pub fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
 
 /// Checks `data` is one JSON value; on error returns Go's message for the first problem.
 pub fn syntax_error(data: &[u8]) -> Option<String> {

@@ -11,6 +11,7 @@ pub mod faults;
 pub mod gojson;
 pub mod http;
 pub mod jobctl;
+pub mod json;
 pub mod kinds;
 pub mod kubeconfig;
 pub mod schema;

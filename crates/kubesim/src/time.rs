@@ -16,6 +16,7 @@ pub fn now_string() -> String {
     format(Timestamp::now())
 }
 
+/// A `metav1.Time` as decoded from JSON (RFC 3339); `None` when it does not parse.
 pub fn parse(s: &str) -> Option<Timestamp> {
     s.parse().ok()
 }

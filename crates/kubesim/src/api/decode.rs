@@ -38,7 +38,7 @@ pub fn decode_body(
         return Err(ApiError::bad_request(format!(
             "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
             info.kind,
-            json_type(&obj)
+            crate::gojson::json_kind(&obj)
         )));
     }
     check_type(s, &mut obj)?;
@@ -70,17 +70,6 @@ pub fn report_issues(
             Ok(())
         }
         _ => Ok(()),
-    }
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Object(_) => "object",
-        Value::Array(_) => "array",
-        Value::String(_) => "string",
-        Value::Number(_) => "number",
-        Value::Bool(_) => "bool",
-        Value::Null => "null",
     }
 }
 

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use crate::errors::{ApiError, go_quote};
+use crate::json::{ensure_obj, finalizers, get_str, is_deleting};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{Precondition, Store, StoreError, Stored};
 
@@ -102,49 +103,20 @@ pub struct Api {
 
 const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
-fn meta_str<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
-    obj.get("metadata")?.get(key)?.as_str()
-}
-
 fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.is_object() {
         *obj = Value::Object(Map::new());
     }
-    let Value::Object(root) = obj else {
-        unreachable!("made an object above")
-    };
-    let meta = root
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !meta.is_object() {
-        *meta = Value::Object(Map::new());
+    match ensure_obj(obj, "metadata") {
+        Some(m) => m,
+        None => unreachable!("made an object above"),
     }
-    let Value::Object(m) = meta else {
-        unreachable!("made an object above")
-    };
-    m
 }
 
 /// Parses a resourceVersion the way the API server does (`strconv.ParseUint`).
 pub fn parse_rv(s: &str) -> Result<u64, String> {
     s.parse::<u64>()
         .map_err(|_| format!("strconv.ParseUint: parsing {}: invalid syntax", go_quote(s)))
-}
-
-fn finalizers(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn is_deleting(obj: &Value) -> bool {
-    obj.pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
 }
 
 /// Equal ignoring the server-maintained bookkeeping that a no-op write would only touch.
@@ -239,7 +211,7 @@ impl Api {
     ) -> Result<Written, ApiError> {
         let info = s.info().clone();
         if info.namespaced {
-            match meta_str(&obj, "namespace") {
+            match get_str(&obj, &["metadata", "namespace"]) {
                 Some(b) if !b.is_empty() && b != ns => {
                     return Err(ApiError::bad_request(
                         "the namespace of the provided object does not match the namespace sent on the request",
@@ -287,13 +259,15 @@ impl Api {
             m.remove("selfLink");
         }
         s.strategy.prepare_for_create(&mut obj);
-        let name = meta_str(&obj, "name").unwrap_or_default().to_string();
+        let name = get_str(&obj, &["metadata", "name"])
+            .unwrap_or_default()
+            .to_string();
         let mut errs = s.validate_meta_create(&obj);
         errs.extend(s.strategy.validate_create(&obj));
         if !errs.is_empty() {
             return Err(s.invalid(&name, &errs));
         }
-        if meta_str(&obj, "resourceVersion").is_some_and(|rv| !rv.is_empty()) {
+        if get_str(&obj, &["metadata", "resourceVersion"]).is_some_and(|rv| !rv.is_empty()) {
             return Err(ApiError::bare(
                 500,
                 "resourceVersion should not be set on objects to be created",
@@ -345,7 +319,7 @@ impl Api {
         o: &WriteOpts,
     ) -> Result<Written, ApiError> {
         self.check_identity(s, ns, name, &obj)?;
-        let want_rv = match meta_str(&obj, "resourceVersion") {
+        let want_rv = match get_str(&obj, &["metadata", "resourceVersion"]) {
             None | Some("") => None,
             Some(rv) => Some(parse_rv(rv).map_err(|m| ApiError::bare(500, m))?),
         };
@@ -376,7 +350,7 @@ impl Api {
         name: &str,
         obj: &Value,
     ) -> Result<(), ApiError> {
-        if let Some(n) = meta_str(obj, "name")
+        if let Some(n) = get_str(obj, &["metadata", "name"])
             && n != name
         {
             return Err(ApiError::bad_request(format!(
@@ -384,7 +358,7 @@ impl Api {
             )));
         }
         if s.info().namespaced
-            && let Some(b) = meta_str(obj, "namespace")
+            && let Some(b) = get_str(obj, &["metadata", "namespace"])
             && !b.is_empty()
             && b != ns
         {
@@ -414,8 +388,12 @@ impl Api {
             return Err(ApiError::modified(&info.group, &info.plural, name));
         }
         let old_obj = self.served_value(s, old);
-        let old_uid = meta_str(&old_obj, "uid").unwrap_or_default().to_string();
-        if let Some(uid) = meta_str(&obj, "uid").filter(|u| !u.is_empty() && *u != old_uid) {
+        let old_uid = get_str(&old_obj, &["metadata", "uid"])
+            .unwrap_or_default()
+            .to_string();
+        if let Some(uid) =
+            get_str(&obj, &["metadata", "uid"]).filter(|u| !u.is_empty() && *u != old_uid)
+        {
             let key = if info.namespaced {
                 format!(
                     "/registry/{}/{ns}/{name}",
@@ -621,7 +599,7 @@ impl Api {
             )?;
             // A resourceVersion the patch itself wrote is a precondition; otherwise the patch applies to
             // whatever is current (retrying on races).
-            let want_rv = match meta_str(&doc, "resourceVersion") {
+            let want_rv = match get_str(&doc, &["metadata", "resourceVersion"]) {
                 Some(rv) if rv != old.rv.to_string() => {
                     Some(parse_rv(rv).map_err(|m| ApiError::bare(500, m))?)
                 }
@@ -1045,7 +1023,7 @@ fn check_delete_preconditions(
         ))
     };
     if let Some(uid) = &d.precondition_uid {
-        let cur = meta_str(obj, "uid").unwrap_or_default();
+        let cur = get_str(obj, &["metadata", "uid"]).unwrap_or_default();
         if uid != cur {
             return Err(conflict(format!(
                 "the UID in the precondition ({uid}) does not match the UID in record ({cur}). The object might have been deleted and then recreated"
@@ -1114,7 +1092,7 @@ fn success_status(info: &crate::kinds::ResourceInfo, name: &str, obj: &Value) ->
         details.insert("group".into(), json!(info.group));
     }
     details.insert("kind".into(), json!(info.plural));
-    if let Some(uid) = meta_str(obj, "uid") {
+    if let Some(uid) = get_str(obj, &["metadata", "uid"]) {
         details.insert("uid".into(), json!(uid));
     }
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})

@@ -42,15 +42,9 @@ pub fn json_patch(target: &mut Value, raw: &[u8]) -> Result<(), ApiError> {
     let doc: Value = serde_json::from_slice(raw)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
     let Value::Array(ops) = doc else {
-        let what = match doc {
-            Value::Object(_) => "object",
-            Value::String(_) => "string",
-            Value::Number(_) => "number",
-            Value::Bool(_) => "bool",
-            _ => "null",
-        };
         return Err(ApiError::bad_request(format!(
-            "error decoding patch: json: cannot unmarshal {what} into Go value of type []handlers.jsonPatchOp"
+            "error decoding patch: json: cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
+            crate::gojson::json_kind(&doc)
         )));
     };
     // Work on a copy: a failing operation leaves the object untouched.

@@ -12,11 +12,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    APISERVER, Change, Follower, decoded, finalizers, is_deleting, meta_str, next_backoff,
-    write_opts,
-};
+use super::{APISERVER, Change, Follower, decoded, next_backoff, write_opts};
 use crate::api::{Api, DeleteOpts, ListOpts, Part, Served};
+use crate::json::{finalizers, is_deleting, meta_str};
 use crate::kinds::Strategy;
 use crate::kinds::crd::{self as crd_kind, CLEANUP_FINALIZER};
 use crate::store::EventType;

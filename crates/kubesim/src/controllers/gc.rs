@@ -18,11 +18,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    CONTROLLER_MANAGER, Change, Follower, decoded, finalizers, is_deleting, meta_str, obj_key,
-    served_for_table, write_opts,
-};
+use super::{CONTROLLER_MANAGER, Change, Follower, decoded, obj_key, served_for_table, write_opts};
 use crate::api::{Api, Part};
+use crate::json::{finalizers, is_deleting, meta_str};
 use crate::store::{EventType, TableKey};
 
 pub const ORPHAN: &str = "orphan";

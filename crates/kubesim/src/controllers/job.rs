@@ -11,12 +11,10 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::gc::GcNote;
-use super::{
-    CONTROLLER_MANAGER, Change, Follower, decoded, instant_at, is_deleting, meta_str, obj_key,
-    write_opts,
-};
+use super::{CONTROLLER_MANAGER, Change, Follower, decoded, instant_at, obj_key, write_opts};
 use crate::api::{Api, Part, Served};
 use crate::jobctl::{JobSim, SimConfig};
+use crate::json::{is_deleting, meta_str};
 use crate::store::EventType;
 
 /// Due simulations driven per turn of the loop, so events keep flowing under load.

@@ -244,29 +244,6 @@ pub(crate) fn decoded(s: &Served, obj: Value) -> Result<Value, ApiError> {
     s.decode_object(obj, &mut warnings).map(|(v, _)| v)
 }
 
-pub(crate) fn meta_str<'a>(obj: &'a Value, key: &str) -> &'a str {
-    obj.get("metadata")
-        .and_then(|m| m.get(key))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-pub(crate) fn is_deleting(obj: &Value) -> bool {
-    obj.pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
-}
-
-pub(crate) fn finalizers(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// The served resource to read and write a table's objects through: one that does not convert
 /// (the storage version) when there is one.
 pub(crate) fn served_for_table(api: &Api, table: &TableKey) -> Option<Arc<Served>> {

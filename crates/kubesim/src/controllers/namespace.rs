@@ -13,11 +13,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    CONTROLLER_MANAGER, Change, Follower, backoff_cap, decoded, finalizers, is_deleting, meta_str,
-    next_backoff, write_opts,
-};
+use super::{CONTROLLER_MANAGER, Change, Follower, backoff_cap, decoded, next_backoff, write_opts};
 use crate::api::{Api, DeleteOpts, ListOpts, Part, Served};
+use crate::json::{finalizers, is_deleting, meta_str};
 use crate::kinds::namespace::FINALIZER_KUBERNETES;
 use crate::store::EventType;
 

@@ -14,6 +14,7 @@ use crate::api::{
     DeleteOpts, FieldValidation, ObjOut, Part, PatchKind, Registry, Served, WriteOpts,
 };
 use crate::errors::ApiError;
+use crate::json::is_deleting;
 use crate::kinds::testutil::{fixture, step};
 use crate::store::{Event, EventType, Retention, Store};
 

@@ -8,9 +8,10 @@ use jiff::Timestamp;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{Change, Follower, instant_at, meta_str, obj_key};
+use super::{Change, Follower, instant_at, obj_key};
 use crate::api::{Api, DeleteOpts, Served};
 use crate::jobctl::{SimConfig, TTL_PROPAGATION, ttl_expiry};
+use crate::json::meta_str;
 use crate::store::EventType;
 
 type Key = (String, String);

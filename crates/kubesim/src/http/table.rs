@@ -5,10 +5,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::api::{Api, Served};
+use crate::kinds::common::{AGE_DESCRIPTION, NAME_DESCRIPTION};
 use crate::store::Stored;
-
-const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
-const CREATED_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
 /// A Table of `items`. `include` is `includeObject` (`None`, `Metadata` (default) or `Object`).
 pub fn table(
@@ -27,7 +25,7 @@ pub fn table(
             .collect(),
         None => vec![
             json!({"name": "Name", "type": "string", "format": "name", "description": NAME_DESCRIPTION, "priority": 0}),
-            json!({"name": "Created At", "type": "date", "format": "", "description": CREATED_DESCRIPTION, "priority": 0}),
+            json!({"name": "Created At", "type": "date", "format": "", "description": AGE_DESCRIPTION, "priority": 0}),
         ],
     };
     let rows: Vec<Value> = items

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::pods::Behaviour;
+use crate::json::{get_i64, get_str};
 use crate::kinds::job::indexes::IndexSet;
 
 /// The reserved `spec.managedBy` value meaning "the built-in Job controller".
@@ -71,22 +72,6 @@ pub(crate) struct JobSpec {
     pub behaviour: Behaviour,
 }
 
-fn int(v: &Value, path: &[&str]) -> Option<i64> {
-    let mut cur = v;
-    for p in path {
-        cur = cur.get(p)?;
-    }
-    cur.as_i64()
-}
-
-fn string<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
-    let mut cur = v;
-    for p in path {
-        cur = cur.get(p)?;
-    }
-    cur.as_str()
-}
-
 fn clamp_i32(v: i64) -> i32 {
     v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
 }
@@ -102,9 +87,9 @@ pub fn is_managed_elsewhere(job: &Value) -> bool {
 impl JobSpec {
     pub fn parse(job: &Value) -> Self {
         let spec = job.get("spec").unwrap_or(&Value::Null);
-        let completions = int(spec, &["completions"]).map(clamp_i32);
-        let parallelism = int(spec, &["parallelism"]).map_or(1, clamp_i32).max(0);
-        let per_index = int(spec, &["backoffLimitPerIndex"]).map(clamp_i32);
+        let completions = get_i64(spec, &["completions"]).map(clamp_i32);
+        let parallelism = get_i64(spec, &["parallelism"]).map_or(1, clamp_i32).max(0);
+        let per_index = get_i64(spec, &["backoffLimitPerIndex"]).map(clamp_i32);
         let default_backoff = if per_index.is_some() { i32::MAX } else { 6 };
         let pod_failure_policy = spec
             .pointer("/podFailurePolicy/rules")
@@ -124,7 +109,7 @@ impl JobSpec {
                         })
                         .collect()
                 });
-        let only_replace_failed = string(spec, &["podReplacementPolicy"]) == Some("Failed")
+        let only_replace_failed = get_str(spec, &["podReplacementPolicy"]) == Some("Failed")
             || pod_failure_policy.is_some();
         let template = spec.get("template").unwrap_or(&Value::Null);
         let containers = template
@@ -141,25 +126,25 @@ impl JobSpec {
             .pointer("/spec/terminationGracePeriodSeconds")
             .and_then(Value::as_i64);
         Self {
-            name: string(job, &["metadata", "name"])
+            name: get_str(job, &["metadata", "name"])
                 .unwrap_or("job")
                 .to_owned(),
-            namespace: string(job, &["metadata", "namespace"])
+            namespace: get_str(job, &["metadata", "namespace"])
                 .unwrap_or("default")
                 .to_owned(),
-            uid: string(job, &["metadata", "uid"]).unwrap_or("").to_owned(),
-            generation: int(job, &["metadata", "generation"]).unwrap_or(1),
+            uid: get_str(job, &["metadata", "uid"]).unwrap_or("").to_owned(),
+            generation: get_i64(job, &["metadata", "generation"]).unwrap_or(1),
             deleting: job
                 .pointer("/metadata/deletionTimestamp")
                 .is_some_and(|v| !v.is_null()),
             managed_elsewhere: is_managed_elsewhere(job),
             completions,
             parallelism,
-            indexed: string(spec, &["completionMode"]) == Some("Indexed") && completions.is_some(),
-            backoff_limit: int(spec, &["backoffLimit"]).map_or(default_backoff, clamp_i32),
+            indexed: get_str(spec, &["completionMode"]) == Some("Indexed") && completions.is_some(),
+            backoff_limit: get_i64(spec, &["backoffLimit"]).map_or(default_backoff, clamp_i32),
             backoff_limit_per_index: per_index,
-            max_failed_indexes: int(spec, &["maxFailedIndexes"]).map(clamp_i32),
-            active_deadline: int(spec, &["activeDeadlineSeconds"]),
+            max_failed_indexes: get_i64(spec, &["maxFailedIndexes"]).map(clamp_i32),
+            active_deadline: get_i64(spec, &["activeDeadlineSeconds"]),
             suspend: spec
                 .get("suspend")
                 .and_then(Value::as_bool)

@@ -1,194 +1,11 @@
-//! Small pieces the built-in kinds share: the apimachinery name checks with their exact wording,
-//! Go-compatible decoding (base64, `time.Parse`) so decode errors read like the real server's, Go's
-//! value formatting (`%v` of floats, `Time.String()`), discovery's storage-version hash, `kubectl`
-//! age strings and condition bookkeeping.
-//!
-//! The name checks mirror `k8s.io/apimachinery/pkg/util/validation` (`IsDNS1123Label`,
-//! `IsConfigMapKey`, ...). They live here rather than in `crate::validation` (ObjectMeta checks, owned
-//! by another branch) because the kinds need them for *their own* fields (secret keys, CRD names,
-//! finalizer names); the two can be unified once both have landed.
+//! Small pieces the built-in kinds share: Go-compatible decoding (base64, `time.Parse`) so decode
+//! errors read like the real server's, Go's value formatting (`%v` of floats, `Time.String()`),
+//! discovery's storage-version hash, `kubectl` age strings and condition bookkeeping. The
+//! apimachinery name checks the kinds run on their own fields are in `crate::validation::names`.
 
-use std::sync::LazyLock;
-
-use regex::Regex;
 use serde_json::{Map, Value, json};
 
-use crate::errors::go_quote;
-
-// ---------------------------------------------------------------------------------------------
-// Name checks (`k8s.io/apimachinery/pkg/util/validation`). Each returns the list of problems in the
-// order apimachinery reports them; empty means valid.
-
-const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
-const CONFIG_MAP_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
-const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-
-fn anchored(fmt: &str) -> Regex {
-    // The patterns are constants of this file; a failure here is a programming error caught by the
-    // unit tests, never request data.
-    Regex::new(&format!("^(?:{fmt})$")).unwrap_or_else(|e| panic!("bad built-in regex {fmt}: {e}"))
-}
-
-static DNS1123_LABEL_RE: LazyLock<Regex> = LazyLock::new(|| anchored(DNS1123_LABEL_FMT));
-static DNS1123_SUBDOMAIN_RE: LazyLock<Regex> = LazyLock::new(|| anchored(&dns1123_subdomain_fmt()));
-static DNS1035_LABEL_RE: LazyLock<Regex> = LazyLock::new(|| anchored(DNS1035_LABEL_FMT));
-static CONFIG_MAP_KEY_RE: LazyLock<Regex> = LazyLock::new(|| anchored(CONFIG_MAP_KEY_FMT));
-static QUALIFIED_NAME_RE: LazyLock<Regex> = LazyLock::new(|| anchored(QUALIFIED_NAME_FMT));
-
-fn dns1123_subdomain_fmt() -> String {
-    format!("{DNS1123_LABEL_FMT}(\\.{DNS1123_LABEL_FMT})*")
-}
-
-/// `validation.RegexError`: the message, examples and the pattern (note Go's double space after
-/// the first example's comma, which the recordings show).
-pub fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
-    if examples.is_empty() {
-        return format!("{msg} (regex used for validation is '{fmt}')");
-    }
-    let mut s = format!("{msg} (e.g. ");
-    for (i, e) in examples.iter().enumerate() {
-        if i > 0 {
-            s.push_str(" or ");
-        }
-        s.push('\'');
-        s.push_str(e);
-        s.push_str("', ");
-    }
-    s.push_str("regex used for validation is '");
-    s.push_str(fmt);
-    s.push_str("')");
-    s
-}
-
-pub fn max_len_error(n: usize) -> String {
-    format!("must be no more than {n} characters")
-}
-
-/// `IsDNS1123Label` (namespace names).
-pub fn is_dns1123_label(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push(max_len_error(63));
-    }
-    if !DNS1123_LABEL_RE.is_match(value) {
-        if DNS1123_SUBDOMAIN_RE.is_match(value) {
-            // A valid subdomain that is not a valid label: the length was checked, so it is dots.
-            errs.push("must not contain dots".to_string());
-        } else {
-            errs.push(regex_error(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
-                DNS1123_LABEL_FMT,
-                &["my-name", "123-abc"],
-            ));
-        }
-    }
-    errs
-}
-
-/// `IsDNS1123Subdomain` (most object names, API groups).
-pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 253 {
-        errs.push(max_len_error(253));
-    }
-    if !DNS1123_SUBDOMAIN_RE.is_match(value) {
-        errs.push(regex_error(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-            &dns1123_subdomain_fmt(),
-            &["example.com"],
-        ));
-    }
-    errs
-}
-
-/// `IsDNS1035Label` (CRD names and versions).
-pub fn is_dns1035_label(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 63 {
-        errs.push(max_len_error(63));
-    }
-    if !DNS1035_LABEL_RE.is_match(value) {
-        errs.push(regex_error(
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
-            DNS1035_LABEL_FMT,
-            &["my-name", "abc-123"],
-        ));
-    }
-    errs
-}
-
-/// `IsConfigMapKey` (Secret and ConfigMap data keys).
-pub fn is_config_map_key(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 253 {
-        errs.push(max_len_error(253));
-    }
-    if !CONFIG_MAP_KEY_RE.is_match(value) {
-        errs.push(regex_error(
-            "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
-            CONFIG_MAP_KEY_FMT,
-            &["key.name", "KEY_NAME", "key-name"],
-        ));
-    }
-    // `hasChDirPrefix`: keys become file names in volumes.
-    if value == "." {
-        errs.push("must not be '.'".to_string());
-    } else if value == ".." {
-        errs.push("must not be '..'".to_string());
-    } else if value.starts_with("..") {
-        errs.push("must not start with '..'".to_string());
-    }
-    errs
-}
-
-const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-
-/// `IsQualifiedName` (finalizer names, label keys, `reportingController`).
-pub fn is_qualified_name(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                for m in is_dns1123_subdomain(prefix) {
-                    errs.push(format!("prefix part {m}"));
-                }
-            }
-            *name
-        }
-        _ => {
-            errs.push(format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(
-                    QUALIFIED_NAME_ERR,
-                    QUALIFIED_NAME_FMT,
-                    &["MyName", "my.name", "123-abc"]
-                )
-            ));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_string());
-    } else if name.len() > 63 {
-        errs.push(format!("name part {}", max_len_error(63)));
-    }
-    if !QUALIFIED_NAME_RE.is_match(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(
-                QUALIFIED_NAME_ERR,
-                QUALIFIED_NAME_FMT,
-                &["MyName", "my.name", "123-abc"]
-            )
-        ));
-    }
-    errs
-}
+use crate::errors::{WireOrder, go_quote, write_go_json, write_go_string};
 
 // ---------------------------------------------------------------------------------------------
 // Field paths (`field.Path`): `Key` renders `parent[key]` (unquoted), `Index` renders `parent[i]`.
@@ -207,41 +24,6 @@ pub fn child(parent: &str, c: &str) -> String {
     } else {
         format!("{parent}.{c}")
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// JSON helpers.
-
-/// The string at `obj[path...]`, or `""` (Go's zero value) when absent or not a string.
-pub fn str_at<'a>(obj: &'a Value, path: &[&str]) -> &'a str {
-    let mut cur = obj;
-    for p in path {
-        match cur.get(p) {
-            Some(v) => cur = v,
-            None => return "",
-        }
-    }
-    cur.as_str().unwrap_or("")
-}
-
-pub fn metadata_name(obj: &Value) -> &str {
-    str_at(obj, &["metadata", "name"])
-}
-
-pub fn metadata_namespace(obj: &Value) -> &str {
-    str_at(obj, &["metadata", "namespace"])
-}
-
-/// Mutable access to `obj[key]` as an object, creating it (or replacing a non-object) if needed.
-pub fn object_mut<'a>(obj: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
-    let map = obj.as_object_mut()?;
-    let entry = map
-        .entry(key.to_string())
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !entry.is_object() {
-        *entry = Value::Object(Map::new());
-    }
-    entry.as_object_mut()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -783,20 +565,8 @@ pub fn normalize_time_field(
         }
         other => Err(format!(
             "json: cannot unmarshal {} into Go value of type string",
-            json_kind(other)
+            crate::gojson::json_kind(other)
         )),
-    }
-}
-
-/// The JSON kind name Go's decoder uses in `cannot unmarshal X into ...` errors.
-pub fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
@@ -839,11 +609,8 @@ pub fn decode_error_cause(message: &str) -> &str {
 }
 
 // ---------------------------------------------------------------------------------------------
-// JSON as Go's encoder writes a typed object: struct fields in declaration order, map keys sorted.
-// `WireOrder` names the struct field order at a path (`*` stands for any array index); paths it
-// does not know are maps, written with sorted keys.
-
-pub type WireOrder = fn(&[&str]) -> Option<&'static [&'static str]>;
+// JSON as Go's encoder writes a typed object (`errors::write_go_json` with a `WireOrder`): struct
+// fields in declaration order, map keys sorted.
 
 /// `metav1.ObjectMeta` field order.
 pub const OBJECT_META_ORDER: &[&str] = &[
@@ -891,49 +658,6 @@ pub fn object_meta_order(path: &[&str]) -> Option<&'static [&'static str]> {
     }
 }
 
-/// Writes `v` as Go's encoder would for the typed object described by `order`.
-pub fn write_wire(v: &Value, path: &mut Vec<String>, order: WireOrder, out: &mut String) {
-    match v {
-        Value::Object(m) => {
-            let refs: Vec<&str> = path.iter().map(String::as_str).collect();
-            let known = order(&refs);
-            let mut keys: Vec<&String> = m.keys().collect();
-            match known {
-                Some(fields) => {
-                    keys.sort_by_key(|k| fields.iter().position(|f| f == k).unwrap_or(usize::MAX))
-                }
-                None => keys.sort(),
-            }
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                crate::errors::write_go_string(k, out);
-                out.push(':');
-                path.push(k.clone());
-                write_wire(&m[k], path, order, out);
-                path.pop();
-            }
-            out.push('}');
-        }
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                path.push("*".to_string());
-                write_wire(x, path, order, out);
-                path.pop();
-            }
-            out.push(']');
-        }
-        Value::String(s) => crate::errors::write_go_string(s, out),
-        other => out.push_str(&other.to_string()),
-    }
-}
-
 /// The document a JSON merge patch (`application/merge-patch+json`) produces on the real server, as
 /// text: `gopkg.in/evanphx/json-patch.v4` keeps every node it does not touch as the raw bytes of
 /// the current object (Go field order) and re-encodes the objects it merges into as maps (sorted
@@ -947,7 +671,7 @@ pub fn merge_patch_text(current: &Value, patch: &Value, order: WireOrder) -> Str
             write_merged(current, patch, &mut path, order, &mut out)
         }
         // A patch that is not an object replaces the document.
-        _ => write_wire(&prune_nulls(patch), &mut path, order, &mut out),
+        _ => write_go_json(&prune_nulls(patch), Some(order), &mut path, &mut out),
     }
     out
 }
@@ -973,7 +697,7 @@ fn write_merged(
     out: &mut String,
 ) {
     let (Some(c), Some(p)) = (cur.as_object(), patch.as_object()) else {
-        return write_wire(&prune_nulls(patch), path, order, out);
+        return write_go_json(&prune_nulls(patch), Some(order), path, out);
     };
     let mut keys: Vec<&String> = c
         .keys()
@@ -991,15 +715,15 @@ fn write_merged(
         if i > 0 {
             out.push(',');
         }
-        crate::errors::write_go_string(k, out);
+        write_go_string(k, out);
         out.push(':');
         path.push(k.clone());
         match (c.get(k), p.get(k)) {
             (Some(cv), Some(pv)) if !cv.is_null() && cv.is_object() && pv.is_object() => {
                 write_merged(cv, pv, path, order, out)
             }
-            (_, Some(pv)) => write_wire(&prune_nulls(pv), path, order, out),
-            (Some(cv), None) => write_wire(cv, path, order, out),
+            (_, Some(pv)) => write_go_json(&prune_nulls(pv), Some(order), path, out),
+            (Some(cv), None) => write_go_json(cv, Some(order), path, out),
             (None, None) => out.push_str("null"),
         }
         path.pop();
@@ -1312,37 +1036,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn name_checks_match_apimachinery_wording() {
-        assert_eq!(
-            is_dns1123_label("Bad_Name"),
-            vec![
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-            ]
-        );
-        assert_eq!(is_dns1123_label("a.b"), vec!["must not contain dots"]);
-        assert!(is_dns1123_label("ok-1").is_empty());
-        assert_eq!(
-            is_config_map_key("bad/key"),
-            vec![
-                "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
-            ]
-        );
-        assert_eq!(is_config_map_key(".."), vec!["must not be '..'"]);
-        assert_eq!(is_config_map_key("..x"), vec!["must not start with '..'"]);
-        assert!(is_qualified_name("courier.dev/dispatcher").is_empty());
-        assert!(is_qualified_name("kubernetes").is_empty());
-        assert_eq!(
-            is_qualified_name("/x"),
-            vec!["prefix part must be non-empty"]
-        );
-        assert_eq!(is_dns1035_label("1abc").len(), 1);
-        assert_eq!(
-            is_dns1123_subdomain(&"a".repeat(254))[0],
-            "must be no more than 253 characters"
-        );
-    }
-
-    #[test]
     fn base64_errors_carry_go_offsets() {
         assert_eq!(go_base64_decode("%%%"), Err(0));
         assert_eq!(go_base64_decode("!!!not-base64"), Err(0));
@@ -1416,10 +1109,19 @@ mod tests {
 
     #[test]
     fn human_durations() {
+        assert_eq!(human_duration(-5), "<invalid>");
+        assert_eq!(human_duration(-1), "0s");
         assert_eq!(human_duration(5), "5s");
+        assert_eq!(human_duration(59), "59s");
+        assert_eq!(human_duration(119), "119s");
         assert_eq!(human_duration(125), "2m5s");
         assert_eq!(human_duration(600), "10m");
         assert_eq!(human_duration(3 * 3600 + 120), "3h2m");
         assert_eq!(human_duration(50 * 3600), "2d2h");
+        assert_eq!(human_duration(10 * 3600), "10h");
+        assert_eq!(human_duration(3 * 86400 + 3600), "3d1h");
+        assert_eq!(human_duration(30 * 86400), "30d");
+        assert_eq!(human_duration(3 * 365 * 86400 + 86400), "3y1d");
+        assert_eq!(human_duration(9 * 365 * 86400), "9y");
     }
 }

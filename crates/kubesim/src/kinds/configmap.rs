@@ -12,6 +12,9 @@ use super::common::{self, key};
 use super::secret::{MAX_SECRET_SIZE, validate_immutable_data};
 use super::{ResourceInfo, Strategy, TableSpec, Warnings};
 use crate::errors::{ApiError, BadValue, FieldError, FieldErrors};
+use crate::gojson::json_kind;
+use crate::json::meta_str;
+use crate::validation::names;
 
 pub struct ConfigMapStrategy {
     info: ResourceInfo,
@@ -61,7 +64,7 @@ pub fn decode_config_map(obj: &mut Value) -> Result<(), String> {
                 other => {
                     return Err(format!(
                         "json: cannot unmarshal {} into Go struct field ConfigMap.binaryData of type []uint8",
-                        common::json_kind(other)
+                        json_kind(other)
                     ));
                 }
             }
@@ -72,7 +75,7 @@ pub fn decode_config_map(obj: &mut Value) -> Result<(), String> {
             if !v.is_string() && !v.is_null() {
                 return Err(format!(
                     "json: cannot unmarshal {} into Go struct field ConfigMap.data of type string",
-                    common::json_kind(v)
+                    json_kind(v)
                 ));
             }
         }
@@ -96,7 +99,7 @@ pub fn validate_config_map(obj: &Value) -> FieldErrors {
     let binary = obj.get("binaryData").and_then(Value::as_object);
     if let Some(data) = data {
         for (k, v) in data {
-            for msg in common::is_config_map_key(k) {
+            for msg in names::legacy::is_config_map_key(k) {
                 errs.push(FieldError::invalid(
                     key("data", k),
                     BadValue::Str(k.clone()),
@@ -115,7 +118,7 @@ pub fn validate_config_map(obj: &Value) -> FieldErrors {
     }
     if let Some(binary) = binary {
         for (k, v) in binary {
-            for msg in common::is_config_map_key(k) {
+            for msg in names::legacy::is_config_map_key(k) {
                 errs.push(FieldError::invalid(
                     key("binaryData", k),
                     BadValue::Str(k.clone()),
@@ -185,7 +188,7 @@ static CONFIG_MAP_TABLE: TableSpec = TableSpec {
 fn config_map_cells(obj: &Value) -> Vec<Value> {
     let count = |f: &str| obj.get(f).and_then(Value::as_object).map_or(0, |m| m.len());
     vec![
-        json!(common::metadata_name(obj)),
+        json!(meta_str(obj, "name")),
         json!(count("data") + count("binaryData")),
         json!(common::creation_age(obj)),
     ]

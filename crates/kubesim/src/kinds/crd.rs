@@ -16,6 +16,8 @@ use serde_json::{Map, Value, json};
 use super::common::{self, child, index, key};
 use super::{DeleteAction, ResourceInfo, Strategy};
 use crate::errors::{BadValue, FieldError, FieldErrors};
+use crate::json::{bool_at, ensure_obj, meta_str, str_at};
+use crate::validation::names;
 
 pub const GROUP: &str = "apiextensions.k8s.io";
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -61,18 +63,14 @@ fn versions(crd: &Value) -> Vec<Value> {
 }
 
 fn version_name(v: &Value) -> &str {
-    common::str_at(v, &["name"])
-}
-
-fn flag(v: &Value, k: &str) -> bool {
-    v.get(k).and_then(Value::as_bool).unwrap_or(false)
+    str_at(v, &["name"])
 }
 
 /// The storage version's name (the first version marked `storage`).
 pub fn storage_version(crd: &Value) -> Option<String> {
     versions(crd)
         .iter()
-        .find(|v| flag(v, "storage"))
+        .find(|v| bool_at(v, &["storage"]))
         .map(|v| version_name(v).to_string())
 }
 
@@ -164,7 +162,7 @@ pub fn normalize_schema(schema: &mut Value) {
 /// `acceptedNames.plural`/`.kind` and `storedVersions` are written even when empty).
 fn default_crd(crd: &mut Value) {
     let storage = storage_version(crd);
-    if let Some(spec) = common::object_mut(crd, "spec") {
+    if let Some(spec) = ensure_obj(crd, "spec") {
         if let Some(Value::Object(names)) = spec.get_mut("names") {
             let kind = names
                 .get("kind")
@@ -212,7 +210,7 @@ fn default_crd(crd: &mut Value) {
             }
         }
     }
-    if let Some(status) = common::object_mut(crd, "status") {
+    if let Some(status) = ensure_obj(crd, "status") {
         status.entry("conditions").or_insert(Value::Null);
         let accepted = status.entry("acceptedNames").or_insert_with(|| json!({}));
         if let Some(a) = accepted.as_object_mut() {
@@ -263,20 +261,20 @@ pub fn validate_names(names: Option<&Value>, path: &str) -> FieldErrors {
     let mut errs = Vec::new();
     let empty = json!({});
     let names = names.unwrap_or(&empty);
-    let s = |k: &str| common::str_at(names, &[k]);
+    let s = |k: &str| str_at(names, &[k]);
     for k in ["plural", "singular"] {
         if !s(k).is_empty() {
             join_invalid(
                 child(path, k),
                 s(k),
-                common::is_dns1035_label(s(k)),
+                names::legacy::is_dns1035_label(s(k)),
                 &mut errs,
             );
         }
     }
     for k in ["kind", "listKind"] {
         let v = s(k);
-        let msgs = common::is_dns1035_label(&v.to_lowercase());
+        let msgs = names::legacy::is_dns1035_label(&v.to_lowercase());
         if !v.is_empty() && !msgs.is_empty() {
             errs.push(FieldError::invalid(
                 child(path, k),
@@ -299,7 +297,7 @@ pub fn validate_names(names: Option<&Value>, path: &str) -> FieldErrors {
         join_invalid(
             index(&child(path, "shortNames"), i),
             sn,
-            common::is_dns1035_label(sn),
+            names::legacy::is_dns1035_label(sn),
             &mut errs,
         );
     }
@@ -321,7 +319,7 @@ pub fn validate_names(names: Option<&Value>, path: &str) -> FieldErrors {
         join_invalid(
             index(&child(path, "categories"), i),
             c,
-            common::is_dns1035_label(c),
+            names::legacy::is_dns1035_label(c),
             &mut errs,
         );
     }
@@ -352,7 +350,7 @@ fn validate_subresources(sub: Option<&Value>, path: &str) -> FieldErrors {
         ),
     ] {
         let p = format!("{path}.scale.{k}");
-        let v = common::str_at(scale, &[k]);
+        let v = str_at(scale, &[k]);
         if v.is_empty() {
             errs.push(FieldError::required(p, ""));
         } else if !v.starts_with('.') {
@@ -372,11 +370,11 @@ fn validate_subresources(sub: Option<&Value>, path: &str) -> FieldErrors {
 pub fn validate_crd(crd: &Value) -> FieldErrors {
     let mut errs = Vec::new();
     let spec = crd.get("spec").cloned().unwrap_or(json!({}));
-    let group = common::str_at(&spec, &["group"]);
-    let plural = common::str_at(&spec, &["names", "plural"]);
+    let group = str_at(&spec, &["group"]);
+    let plural = str_at(&spec, &["names", "plural"]);
 
     // The extra rule of the CRD's name function: `<plural>.<group>`.
-    let name = common::metadata_name(crd);
+    let name = meta_str(crd, "name");
     if name != format!("{plural}.{group}") {
         errs.push(FieldError::invalid(
             "metadata.name",
@@ -388,7 +386,7 @@ pub fn validate_crd(crd: &Value) -> FieldErrors {
     if group.is_empty() {
         errs.push(FieldError::required("spec.group", ""));
     } else {
-        let msgs = common::is_dns1123_subdomain(group);
+        let msgs = names::legacy::is_dns1123_subdomain(group);
         if !msgs.is_empty() {
             join_invalid("spec.group".into(), group, msgs, &mut errs);
         } else if !group.contains('.') {
@@ -400,7 +398,7 @@ pub fn validate_crd(crd: &Value) -> FieldErrors {
         }
     }
 
-    let scope = common::str_at(&spec, &["scope"]);
+    let scope = str_at(&spec, &["scope"]);
     match scope {
         "" => errs.push(FieldError::required("spec.scope", "")),
         "Cluster" | "Namespaced" => {}
@@ -444,7 +442,7 @@ pub fn validate_crd(crd: &Value) -> FieldErrors {
     let mut seen = std::collections::HashSet::new();
     let mut unique = true;
     for (i, v) in vs.iter().enumerate() {
-        if flag(v, "storage") {
+        if bool_at(v, &["storage"]) {
             storage_count += 1;
         }
         let vn = version_name(v);
@@ -455,11 +453,11 @@ pub fn validate_crd(crd: &Value) -> FieldErrors {
         join_invalid(
             child(&vpath, "name"),
             vn,
-            common::is_dns1035_label(vn),
+            names::legacy::is_dns1035_label(vn),
             &mut errs,
         );
         // validateCustomResourceDefinitionVersion
-        let deprecated = flag(v, "deprecated");
+        let deprecated = bool_at(v, &["deprecated"]);
         if let Some(w) = v.get("deprecationWarning").and_then(Value::as_str) {
             let mut problems = Vec::new();
             if !deprecated {
@@ -500,8 +498,8 @@ pub fn validate_crd(crd: &Value) -> FieldErrors {
             .map(|v| format!(
                 "apiextensions.CustomResourceDefinitionVersion{{Name:{}, Served:{}, Storage:{}, ...}}",
                 crate::errors::go_quote(version_name(v)),
-                flag(v, "served"),
-                flag(v, "storage")
+                bool_at(v, &["served"]),
+                bool_at(v, &["storage"])
             ))
             .collect::<Vec<_>>()
             .join(", ")
@@ -521,7 +519,7 @@ pub fn validate_crd(crd: &Value) -> FieldErrors {
         ));
     }
     for k in ["plural", "singular", "kind", "listKind"] {
-        if common::str_at(&spec, &["names", k]).is_empty() {
+        if str_at(&spec, &["names", k]).is_empty() {
             errs.push(FieldError::required(format!("spec.names.{k}"), ""));
         }
     }
@@ -542,7 +540,7 @@ pub fn validate_crd(crd: &Value) -> FieldErrors {
 
     // Conversion.
     let conv = spec.get("conversion").cloned().unwrap_or(Value::Null);
-    let strategy = common::str_at(&conv, &["strategy"]);
+    let strategy = str_at(&conv, &["strategy"]);
     match strategy {
         "" => errs.push(FieldError::required("spec.conversion.strategy", "")),
         "None" => {
@@ -649,7 +647,7 @@ fn validate_stored_versions(crd: &Value) -> FieldErrors {
     let mut errs = Vec::new();
     let vs = versions(crd);
     for v in &vs {
-        if flag(v, "storage") && !list.iter().any(|s| s == version_name(v)) {
+        if bool_at(v, &["storage"]) && !list.iter().any(|s| s == version_name(v)) {
             errs.push(FieldError::invalid(
                 "status.storedVersions",
                 BadValue::Raw(go_string_slice(stored)),
@@ -674,7 +672,7 @@ const API_APPROVAL: &str = "api-approved.kubernetes.io";
 /// `validateAPIApproval`: groups `k8s.io`, `kubernetes.io` and their subdomains need the
 /// `api-approved.kubernetes.io` annotation (a URL, or a value starting with `unapproved`).
 fn validate_api_approval(crd: &Value, old: Option<&Value>) -> FieldErrors {
-    let group = common::str_at(crd, &["spec", "group"]);
+    let group = str_at(crd, &["spec", "group"]);
     let protected = group == "k8s.io"
         || group == "kubernetes.io"
         || group.ends_with(".k8s.io")
@@ -717,7 +715,7 @@ fn validate_api_approval(crd: &Value, old: Option<&Value>) -> FieldErrors {
         0 => vec![FieldError::required(path, reason)],
         3 => vec![FieldError::invalid(
             path,
-            BadValue::Str(common::str_at(crd, &["metadata", "annotations", API_APPROVAL]).into()),
+            BadValue::Str(str_at(crd, &["metadata", "annotations", API_APPROVAL]).into()),
             reason,
         )],
         _ => Vec::new(),
@@ -758,19 +756,19 @@ pub fn validate_crd_update(new: &Value, old: &Value) -> FieldErrors {
 /// requested name unless another CRD of the group already accepted it) and the NamesAccepted /
 /// Established conditions. `all` holds every CRD (this one included). Returns the new status.
 pub fn accept_names(crd: &Value, all: &[Value], now: &str) -> Value {
-    let group = common::str_at(crd, &["spec", "group"]);
+    let group = str_at(crd, &["spec", "group"]);
     let mut resources = std::collections::HashSet::new();
     let mut kinds = std::collections::HashSet::new();
     for other in all
         .iter()
-        .filter(|o| common::str_at(o, &["spec", "group"]) == group)
+        .filter(|o| str_at(o, &["spec", "group"]) == group)
     {
         let a = other
             .pointer("/status/acceptedNames")
             .cloned()
             .unwrap_or(json!({}));
-        resources.insert(common::str_at(&a, &["plural"]).to_string());
-        resources.insert(common::str_at(&a, &["singular"]).to_string());
+        resources.insert(str_at(&a, &["plural"]).to_string());
+        resources.insert(str_at(&a, &["singular"]).to_string());
         for s in a
             .get("shortNames")
             .and_then(Value::as_array)
@@ -779,8 +777,8 @@ pub fn accept_names(crd: &Value, all: &[Value], now: &str) -> Value {
         {
             resources.insert(s.as_str().unwrap_or("").to_string());
         }
-        kinds.insert(common::str_at(&a, &["kind"]).to_string());
-        kinds.insert(common::str_at(&a, &["listKind"]).to_string());
+        kinds.insert(str_at(&a, &["kind"]).to_string());
+        kinds.insert(str_at(&a, &["listKind"]).to_string());
     }
     let requested = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
     let accepted = crd
@@ -803,10 +801,7 @@ pub fn accept_names(crd: &Value, all: &[Value], now: &str) -> Value {
         ("plural", &resources, "PluralConflict"),
         ("singular", &resources, "SingularConflict"),
     ] {
-        let (req, acc) = (
-            common::str_at(&requested, &[k]),
-            common::str_at(&accepted, &[k]),
-        );
+        let (req, acc) = (str_at(&requested, &[k]), str_at(&accepted, &[k]));
         match fresh(req, acc, used) {
             Ok(()) => {
                 new_names.insert(k.into(), json!(req));
@@ -850,10 +845,7 @@ pub fn accept_names(crd: &Value, all: &[Value], now: &str) -> Value {
         }
     }
     for (k, reason) in [("kind", "KindConflict"), ("listKind", "ListKindConflict")] {
-        let (req, acc) = (
-            common::str_at(&requested, &[k]),
-            common::str_at(&accepted, &[k]),
-        );
+        let (req, acc) = (str_at(&requested, &[k]), str_at(&accepted, &[k]));
         match fresh(req, acc, &kinds) {
             Ok(()) => {
                 new_names.insert(k.into(), json!(req));
@@ -975,7 +967,7 @@ pub fn reconcile(crd: &Value, all: &[Value], now: &str) -> Option<Value> {
 /// condition (crd.json "delete CRD").
 pub fn mark_deleting(stored: &Value, now: &str) -> Value {
     let mut crd = stored.clone();
-    if let Some(meta) = common::object_mut(&mut crd, "metadata") {
+    if let Some(meta) = ensure_obj(&mut crd, "metadata") {
         meta.entry("deletionTimestamp").or_insert(json!(now));
         let fins = meta.entry("finalizers").or_insert_with(|| json!([]));
         if !fins.is_array() {
@@ -1012,7 +1004,7 @@ fn set_status_condition(
         .cloned()
         .unwrap_or_default();
     common::set_condition(&mut conditions, ctype, status, reason, msg, now);
-    if let Some(s) = common::object_mut(crd, "status") {
+    if let Some(s) = ensure_obj(crd, "status") {
         s.insert("conditions".into(), Value::Array(conditions));
     }
 }
@@ -1062,7 +1054,7 @@ pub fn served_versions(crd: &Value) -> Vec<super::customresource::CustomResource
     }
     versions(crd)
         .iter()
-        .filter(|v| flag(v, "served"))
+        .filter(|v| bool_at(v, &["served"]))
         .filter_map(|v| {
             super::customresource::CustomResourceStrategy::from_crd(crd, version_name(v))
         })
@@ -1090,7 +1082,7 @@ impl Strategy for CrdStrategy {
                 }),
             );
         }
-        if let Some(meta) = common::object_mut(obj, "metadata") {
+        if let Some(meta) = ensure_obj(obj, "metadata") {
             meta.insert("generation".into(), json!(1));
         }
     }
@@ -1123,7 +1115,7 @@ impl Strategy for CrdStrategy {
         if let Some(m) = new.as_object_mut() {
             m.insert("status".into(), status);
         }
-        if let Some(meta) = common::object_mut(new, "metadata") {
+        if let Some(meta) = ensure_obj(new, "metadata") {
             meta.insert(
                 "generation".into(),
                 json!(if spec_changed { old_gen + 1 } else { old_gen }),
@@ -1155,7 +1147,7 @@ impl Strategy for CrdStrategy {
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
-        if let Some(meta) = common::object_mut(new, "metadata") {
+        if let Some(meta) = ensure_obj(new, "metadata") {
             for k in keep {
                 match old_meta.get(k) {
                     Some(v) => meta.insert(k.into(), v.clone()),

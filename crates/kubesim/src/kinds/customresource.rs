@@ -22,6 +22,7 @@ use serde_json::{Map, Value, json};
 use super::common::{self, child, index, key};
 use super::{ResourceInfo, Strategy};
 use crate::errors::{BadValue, FieldError, FieldErrorKind, FieldErrors, go_quote};
+use crate::json::{bool_at, ensure_obj, str_at};
 
 /// Discovery's verb order for custom resources (it differs from built-ins).
 const CR_VERBS: &[&str] = &[
@@ -52,10 +53,10 @@ impl CustomResourceStrategy {
             .get("versions")?
             .as_array()?
             .iter()
-            .find(|v| common::str_at(v, &["name"]) == version)?;
+            .find(|v| str_at(v, &["name"]) == version)?;
         let accepted = crd.pointer("/status/acceptedNames");
         let names = match accepted {
-            Some(a) if !common::str_at(a, &["plural"]).is_empty() => a,
+            Some(a) if !str_at(a, &["plural"]).is_empty() => a,
             _ => spec.get("names")?,
         };
         let strings = |k: &str| -> Vec<String> {
@@ -70,8 +71,8 @@ impl CustomResourceStrategy {
                 })
                 .unwrap_or_default()
         };
-        let group = common::str_at(spec, &["group"]).to_string();
-        let kind = common::str_at(names, &["kind"]).to_string();
+        let group = str_at(spec, &["group"]).to_string();
+        let kind = str_at(names, &["kind"]).to_string();
         let storage = super::crd::storage_version(crd).unwrap_or_else(|| version.to_string());
         let subresources = v.get("subresources");
         let status_subresource = subresources
@@ -82,11 +83,7 @@ impl CustomResourceStrategy {
             .and_then(Value::as_array)
             .map(|a| {
                 a.iter()
-                    .map(|f| {
-                        common::str_at(f, &["jsonPath"])
-                            .trim_start_matches('.')
-                            .to_string()
-                    })
+                    .map(|f| str_at(f, &["jsonPath"]).trim_start_matches('.').to_string())
                     .collect()
             })
             .unwrap_or_default();
@@ -95,9 +92,9 @@ impl CustomResourceStrategy {
                 group: group.clone(),
                 version: version.to_string(),
                 kind: kind.clone(),
-                plural: common::str_at(names, &["plural"]).to_string(),
-                singular: common::str_at(names, &["singular"]).to_string(),
-                namespaced: common::str_at(spec, &["scope"]) == "Namespaced",
+                plural: str_at(names, &["plural"]).to_string(),
+                singular: str_at(names, &["singular"]).to_string(),
+                namespaced: str_at(spec, &["scope"]) == "Namespaced",
                 short_names: strings("shortNames"),
                 categories: strings("categories"),
                 verbs: CR_VERBS.iter().map(|s| s.to_string()).collect(),
@@ -126,7 +123,7 @@ impl CustomResourceStrategy {
     fn validate(&self, obj: &Value, old: Option<&Value>) -> FieldErrors {
         let mut errs = Vec::new();
         // `ValidateTypeMeta`: answered alone when wrong.
-        let kind = common::str_at(obj, &["kind"]);
+        let kind = str_at(obj, &["kind"]);
         if kind != self.info.kind {
             errs.push(FieldError::invalid(
                 "kind",
@@ -134,7 +131,7 @@ impl CustomResourceStrategy {
                 format!("must be {}", self.info.kind),
             ));
         }
-        let av = common::str_at(obj, &["apiVersion"]);
+        let av = str_at(obj, &["apiVersion"]);
         if av != self.info.api_version() {
             errs.push(FieldError::invalid(
                 "apiVersion",
@@ -394,7 +391,7 @@ fn types_of(schema: &Value) -> Vec<&str> {
 }
 
 fn effective_format(schema: &Value) -> &str {
-    let f = common::str_at(schema, &["format"]);
+    let f = str_at(schema, &["format"]);
     if SUPPORTED_FORMATS.contains(&f) {
         f
     } else {
@@ -848,10 +845,6 @@ enum Level {
     Field,
 }
 
-fn flag(s: &Value, k: &str) -> bool {
-    s.get(k).and_then(Value::as_bool).unwrap_or(false)
-}
-
 fn sorted_props(s: &Value) -> Vec<(&String, &Value)> {
     let mut v: Vec<(&String, &Value)> = s
         .get("properties")
@@ -871,10 +864,10 @@ fn int_or_string_any_of(any: Option<&Value>) -> bool {
 
 /// `validateStructuralInvariants` (the errors are sorted by message afterwards, like the real one).
 fn structural_invariants(s: &Value, lvl: Level, path: &str, errs: &mut FieldErrors) {
-    let typ = common::str_at(s, &["type"]);
-    let embedded = flag(s, "x-kubernetes-embedded-resource");
-    let int_or_string = flag(s, "x-kubernetes-int-or-string");
-    let preserve = flag(s, "x-kubernetes-preserve-unknown-fields");
+    let typ = str_at(s, &["type"]);
+    let embedded = bool_at(s, &["x-kubernetes-embedded-resource"]);
+    let int_or_string = bool_at(s, &["x-kubernetes-int-or-string"]);
+    let preserve = bool_at(s, &["x-kubernetes-preserve-unknown-fields"]);
     if typ == "array" && s.get("items").is_none_or(Value::is_null) {
         errs.push(FieldError::required(
             child(path, "items"),
@@ -960,7 +953,7 @@ fn structural_invariants(s: &Value, lvl: Level, path: &str, errs: &mut FieldErro
         if let Some(p) = props.and_then(|p| p.get(k))
             && check_metadata
         {
-            let t = common::str_at(p, &["type"]);
+            let t = str_at(p, &["type"]);
             if t != "string" {
                 errs.push(FieldError::invalid(
                     child(&key(&child(path, "properties"), k), "type"),
@@ -972,7 +965,7 @@ fn structural_invariants(s: &Value, lvl: Level, path: &str, errs: &mut FieldErro
     }
     if let Some(meta) = props.and_then(|p| p.get("metadata")) {
         let mpath = key(&child(path, "properties"), "metadata");
-        let t = common::str_at(meta, &["type"]);
+        let t = str_at(meta, &["type"]);
         if check_metadata && t != "object" {
             errs.push(FieldError::invalid(
                 child(&mpath, "type"),
@@ -1143,7 +1136,7 @@ fn openapi_checks(
     forbid_defaults: Option<&str>,
     errs: &mut FieldErrors,
 ) {
-    let typ = common::str_at(s, &["type"]);
+    let typ = str_at(s, &["type"]);
     if !typ.is_empty() && !OPENAPI_TYPES.contains(&typ) {
         errs.push(FieldError::not_supported(
             child(path, "type"),
@@ -1183,7 +1176,7 @@ fn openapi_checks(
             "items must be a schema object and not an array",
         ));
     }
-    if flag(s, "uniqueItems") {
+    if bool_at(s, &["uniqueItems"]) {
         errs.push(FieldError::forbidden(
             child(path, "uniqueItems"),
             "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
@@ -1309,7 +1302,7 @@ fn openapi_checks(
         .flatten()
         .enumerate()
     {
-        if common::str_at(rule, &["rule"]).trim().is_empty() {
+        if str_at(rule, &["rule"]).trim().is_empty() {
             errs.push(FieldError::required(
                 child(&index(&child(path, "x-kubernetes-validations"), i), "rule"),
                 "rule is not specified",
@@ -1354,7 +1347,7 @@ pub fn validate_crd_schema(schema: &Value, prefix: &str, status_enabled: bool) -
             }
         }
     }
-    if flag(schema, "nullable") {
+    if bool_at(schema, &["nullable"]) {
         errs.push(FieldError::forbidden(
             format!("{path}.nullable"),
             "nullable cannot be true at the root",
@@ -1425,7 +1418,7 @@ impl Strategy for CustomResourceStrategy {
         {
             m.remove("status");
         }
-        if let Some(meta) = common::object_mut(obj, "metadata") {
+        if let Some(meta) = ensure_obj(obj, "metadata") {
             meta.insert("generation".into(), json!(1));
         }
     }
@@ -1466,7 +1459,7 @@ impl Strategy for CustomResourceStrategy {
         } else {
             old_gen
         };
-        if let Some(meta) = common::object_mut(new, "metadata") {
+        if let Some(meta) = ensure_obj(new, "metadata") {
             meta.insert("generation".into(), json!(generation));
         }
     }
@@ -1486,7 +1479,7 @@ impl Strategy for CustomResourceStrategy {
                 None => m.remove("status"),
             };
         }
-        if let Some(meta) = common::object_mut(new, "metadata") {
+        if let Some(meta) = ensure_obj(new, "metadata") {
             match managed {
                 Some(mf) => meta.insert("managedFields".into(), mf),
                 None => meta.remove("managedFields"),

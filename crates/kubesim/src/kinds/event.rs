@@ -17,6 +17,8 @@ use serde_json::{Map, Value, json};
 use super::common::{self, GoTime, TimeLayout};
 use super::{NameRule, ResourceInfo, Strategy, TableSpec, Warnings};
 use crate::errors::{ApiError, BadValue, FieldError, FieldErrors, go_quote};
+use crate::json::{meta_str, str_at};
+use crate::validation::names;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventVersion {
@@ -321,8 +323,8 @@ fn is_zero_time(core: &Value, k: &str) -> bool {
 /// `legacyValidateEvent`: what every Event must satisfy, whatever the version.
 pub fn legacy_validate(core: &Value) -> FieldErrors {
     let mut errs = Vec::new();
-    let ns = common::metadata_namespace(core);
-    let io_ns = common::str_at(core, &["involvedObject", "namespace"]);
+    let ns = meta_str(core, "namespace");
+    let io_ns = str_at(core, &["involvedObject", "namespace"]);
     let mismatch = |errs: &mut FieldErrors| {
         errs.push(FieldError::invalid(
             "involvedObject.namespace",
@@ -343,18 +345,18 @@ pub fn legacy_validate(core: &Value) -> FieldErrors {
         if io_ns.is_empty() && ns != "default" && ns != "kube-system" {
             mismatch(&mut errs);
         }
-        let rc = common::str_at(core, &["reportingComponent"]);
+        let rc = str_at(core, &["reportingComponent"]);
         if rc.is_empty() {
             errs.push(FieldError::required("reportingController", ""));
         }
-        for msg in common::is_qualified_name(rc) {
+        for msg in names::legacy::is_qualified_name(rc) {
             errs.push(FieldError::invalid(
                 "reportingController",
                 BadValue::Str(rc.into()),
                 msg,
             ));
         }
-        let ri = common::str_at(core, &["reportingInstance"]);
+        let ri = str_at(core, &["reportingInstance"]);
         if ri.is_empty() {
             errs.push(FieldError::required("reportingInstance", ""));
         }
@@ -365,7 +367,7 @@ pub fn legacy_validate(core: &Value) -> FieldErrors {
                 format!("can have at most {REPORTING_INSTANCE_LIMIT} characters"),
             ));
         }
-        let action = common::str_at(core, &["action"]);
+        let action = str_at(core, &["action"]);
         if action.is_empty() {
             errs.push(FieldError::required("action", ""));
         }
@@ -376,7 +378,7 @@ pub fn legacy_validate(core: &Value) -> FieldErrors {
                 format!("can have at most {ACTION_LIMIT} characters"),
             ));
         }
-        let reason = common::str_at(core, &["reason"]);
+        let reason = str_at(core, &["reason"]);
         if reason.is_empty() {
             errs.push(FieldError::required("reason", ""));
         }
@@ -387,7 +389,7 @@ pub fn legacy_validate(core: &Value) -> FieldErrors {
                 format!("can have at most {REASON_LIMIT} characters"),
             ));
         }
-        if common::str_at(core, &["message"]).len() > NOTE_LIMIT {
+        if str_at(core, &["message"]).len() > NOTE_LIMIT {
             errs.push(FieldError::invalid(
                 "message",
                 BadValue::Str(String::new()),
@@ -395,7 +397,7 @@ pub fn legacy_validate(core: &Value) -> FieldErrors {
             ));
         }
     }
-    for msg in common::is_dns1123_subdomain(ns) {
+    for msg in names::legacy::is_dns1123_subdomain(ns) {
         errs.push(FieldError::invalid(
             "namespace",
             BadValue::Str(ns.into()),
@@ -434,7 +436,7 @@ pub fn validate_create(core: &Value, version: EventVersion) -> FieldErrors {
     if is_zero_time(core, "eventTime") {
         errs.push(FieldError::required("eventTime", ""));
     }
-    let typ = common::str_at(core, &["type"]);
+    let typ = str_at(core, &["type"]);
     if typ != "Normal" && typ != "Warning" {
         errs.push(FieldError::invalid(
             "type",
@@ -458,8 +460,8 @@ pub fn validate_create(core: &Value, version: EventVersion) -> FieldErrors {
             "needs to be unset",
         ));
     }
-    if !common::str_at(core, &["source", "component"]).is_empty()
-        || !common::str_at(core, &["source", "host"]).is_empty()
+    if !str_at(core, &["source", "component"]).is_empty()
+        || !str_at(core, &["source", "host"]).is_empty()
     {
         errs.push(FieldError::invalid(
             "source",
@@ -472,7 +474,7 @@ pub fn validate_create(core: &Value, version: EventVersion) -> FieldErrors {
 
 /// Go's `%#v` of an internal `core.ObjectReference`.
 fn go_ref_repr(r: &Value) -> String {
-    let f = |k: &str| go_quote(common::str_at(r, &[k]));
+    let f = |k: &str| go_quote(str_at(r, &[k]));
     format!(
         "core.ObjectReference{{Kind:{}, Namespace:{}, Name:{}, UID:{}, APIVersion:{}, ResourceVersion:{}, FieldPath:{}}}",
         f("kind"),
@@ -513,7 +515,7 @@ pub fn validate_update(new: &Value, old: &Value, version: EventVersion) -> Field
         }
     };
     let differs = |k: &str| new.get(k) != old.get(k);
-    let s = |k: &str| BadValue::Str(common::str_at(new, &[k]).to_string());
+    let s = |k: &str| BadValue::Str(str_at(new, &[k]).to_string());
     immutable(
         "involvedObject",
         differs("involvedObject"),
@@ -526,8 +528,8 @@ pub fn validate_update(new: &Value, old: &Value, version: EventVersion) -> Field
         differs("source"),
         BadValue::Raw(format!(
             "core.EventSource{{Component:{}, Host:{}}}",
-            go_quote(common::str_at(new, &["source", "component"])),
-            go_quote(common::str_at(new, &["source", "host"]))
+            go_quote(str_at(new, &["source", "component"])),
+            go_quote(str_at(new, &["source", "host"]))
         )),
     );
     for k in ["firstTimestamp", "lastTimestamp"] {
@@ -576,16 +578,14 @@ pub fn selectable_field(stored: &Value, label: &str) -> Option<String> {
     if let Some(f) = label.strip_prefix("involvedObject.") {
         return REF_FIELDS
             .contains(&f)
-            .then(|| common::str_at(stored, &["involvedObject", f]).to_string());
+            .then(|| str_at(stored, &["involvedObject", f]).to_string());
     }
     match label {
-        "reason" | "type" | "reportingComponent" => {
-            Some(common::str_at(stored, &[label]).to_string())
-        }
+        "reason" | "type" | "reportingComponent" => Some(str_at(stored, &[label]).to_string()),
         "source" => {
-            let component = common::str_at(stored, &["source", "component"]);
+            let component = str_at(stored, &["source", "component"]);
             Some(if component.is_empty() {
-                common::str_at(stored, &["reportingComponent"]).to_string()
+                str_at(stored, &["reportingComponent"]).to_string()
             } else {
                 component.to_string()
             })
@@ -778,8 +778,8 @@ fn event_cells(obj: &Value) -> Vec<Value> {
         // Singleton events have no count in the new API.
         count = 1;
     }
-    let kind = common::str_at(&core, &["involvedObject", "kind"]).to_lowercase();
-    let name = common::str_at(&core, &["involvedObject", "name"]);
+    let kind = str_at(&core, &["involvedObject", "kind"]).to_lowercase();
+    let name = str_at(&core, &["involvedObject", "name"]);
     let target = if name.is_empty() {
         kind
     } else {
@@ -793,12 +793,12 @@ fn event_cells(obj: &Value) -> Vec<Value> {
         }
     };
     let component = first_non_empty(
-        common::str_at(&core, &["source", "component"]),
-        common::str_at(&core, &["reportingComponent"]),
+        str_at(&core, &["source", "component"]),
+        str_at(&core, &["reportingComponent"]),
     );
     let instance = first_non_empty(
-        common::str_at(&core, &["source", "host"]),
-        common::str_at(&core, &["reportingInstance"]),
+        str_at(&core, &["source", "host"]),
+        str_at(&core, &["reportingInstance"]),
     );
     let source = if instance.is_empty() {
         component
@@ -807,15 +807,15 @@ fn event_cells(obj: &Value) -> Vec<Value> {
     };
     vec![
         json!(last),
-        json!(common::str_at(&core, &["type"])),
-        json!(common::str_at(&core, &["reason"])),
+        json!(str_at(&core, &["type"])),
+        json!(str_at(&core, &["reason"])),
         json!(target),
-        json!(common::str_at(&core, &["involvedObject", "fieldPath"])),
+        json!(str_at(&core, &["involvedObject", "fieldPath"])),
         json!(source),
-        json!(common::str_at(&core, &["message"]).trim()),
+        json!(str_at(&core, &["message"]).trim()),
         json!(first),
         json!(count),
-        json!(common::metadata_name(&core)),
+        json!(meta_str(&core, "name")),
     ]
 }
 

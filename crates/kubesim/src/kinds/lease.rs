@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use super::common::{self, TimeLayout};
 use super::{ResourceInfo, Strategy, TableSpec, Warnings};
 use crate::errors::{ApiError, BadValue, FieldError, FieldErrors};
+use crate::json::{ensure_obj, meta_str, str_at};
+use crate::validation::names;
 
 /// The `CoordinatedLeaderElection` feature gate (beta, off by default): while off, `spec.strategy`
 /// and `spec.preferredHolder` are dropped on create (and on update unless already set).
@@ -92,7 +94,7 @@ pub fn validate_lease_spec(obj: &Value) -> FieldErrors {
                 ));
             }
         } else {
-            for msg in common::is_qualified_name(st) {
+            for msg in names::legacy::is_qualified_name(st) {
                 errs.push(FieldError::invalid(path, BadValue::Str(st.into()), msg));
             }
         }
@@ -122,11 +124,11 @@ impl Strategy for LeaseStrategy {
 
     fn default(&self, obj: &mut Value) {
         // `spec` is a struct without omitempty: always written, `{}` when empty.
-        common::object_mut(obj, "spec");
+        ensure_obj(obj, "spec");
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
-        if !COORDINATED_LEADER_ELECTION && let Some(spec) = common::object_mut(obj, "spec") {
+        if !COORDINATED_LEADER_ELECTION && let Some(spec) = ensure_obj(obj, "spec") {
             spec.remove("strategy");
             spec.remove("preferredHolder");
         }
@@ -141,7 +143,7 @@ impl Strategy for LeaseStrategy {
                 .is_some_and(|v| !v.is_null())
         };
         let (keep_strategy, keep_preferred) = (old_has("strategy"), old_has("preferredHolder"));
-        if let Some(spec) = common::object_mut(new, "spec") {
+        if let Some(spec) = ensure_obj(new, "spec") {
             if !keep_strategy {
                 spec.remove("strategy");
             }
@@ -196,8 +198,8 @@ static LEASE_TABLE: TableSpec = TableSpec {
 
 fn lease_cells(obj: &Value) -> Vec<Value> {
     vec![
-        json!(common::metadata_name(obj)),
-        json!(common::str_at(obj, &["spec", "holderIdentity"])),
+        json!(meta_str(obj, "name")),
+        json!(str_at(obj, &["spec", "holderIdentity"])),
         json!(common::creation_age(obj)),
     ]
 }

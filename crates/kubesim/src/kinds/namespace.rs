@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 use super::common::{self, index};
 use super::{DeleteAction, NameRule, ResourceInfo, Strategy, TableSpec};
 use crate::errors::{ApiError, BadValue, FieldError, FieldErrors};
+use crate::json::{ensure_obj, meta_str, str_at};
+use crate::validation::names;
 
 pub const LABEL_METADATA_NAME: &str = "kubernetes.io/metadata.name";
 pub const FINALIZER_KUBERNETES: &str = "kubernetes";
@@ -97,11 +99,11 @@ pub fn namespace_terminating(group: &str, plural: &str, name: &str, namespace: &
 
 /// The name admission reports for `obj`: its name, else its generateName, else `Unknown`.
 pub fn admission_name(obj: &Value) -> &str {
-    let name = common::metadata_name(obj);
+    let name = meta_str(obj, "name");
     if !name.is_empty() {
         return name;
     }
-    let generate = common::str_at(obj, &["metadata", "generateName"]);
+    let generate = str_at(obj, &["metadata", "generateName"]);
     if !generate.is_empty() {
         return generate;
     }
@@ -146,7 +148,7 @@ pub fn admit_delete(name: &str) -> Result<(), ApiError> {
 }
 
 pub fn is_terminating(ns: &Value) -> bool {
-    common::str_at(ns, &["status", "phase"]) == PHASE_TERMINATING
+    str_at(ns, &["status", "phase"]) == PHASE_TERMINATING
 }
 
 fn spec_finalizers(obj: &Value) -> Vec<Value> {
@@ -157,12 +159,12 @@ fn spec_finalizers(obj: &Value) -> Vec<Value> {
 }
 
 fn set_label(obj: &mut Value) {
-    let name = common::metadata_name(obj).to_string();
+    let name = meta_str(obj, "name").to_string();
     if name.is_empty() {
         // Nameless (generateName) namespaces get the label once the name exists (Canonicalize).
         return;
     }
-    if let Some(meta) = common::object_mut(obj, "metadata") {
+    if let Some(meta) = ensure_obj(obj, "metadata") {
         let labels = meta
             .entry("labels")
             .or_insert_with(|| Value::Object(Default::default()));
@@ -187,7 +189,7 @@ fn validate_spec_finalizers(obj: &Value, indexed: bool) -> FieldErrors {
         } else {
             "spec.finalizers".to_string()
         };
-        for msg in common::is_qualified_name(name) {
+        for msg in names::legacy::is_qualified_name(name) {
             errs.push(FieldError::invalid(
                 path.clone(),
                 BadValue::Str(name.into()),
@@ -227,7 +229,7 @@ pub fn validate_finalize(new: &Value, _old: &Value) -> FieldErrors {
 /// propagation policy.
 pub fn terminating(stored: &Value, options: &Value, now: &str) -> Value {
     let mut ns = stored.clone();
-    if let Some(meta) = common::object_mut(&mut ns, "metadata") {
+    if let Some(meta) = ensure_obj(&mut ns, "metadata") {
         meta.entry("deletionTimestamp")
             .or_insert_with(|| json!(now));
         let mut finalizers: Vec<String> = meta
@@ -278,7 +280,7 @@ pub fn terminating(stored: &Value, options: &Value, now: &str) -> Value {
             }
         }
     }
-    if let Some(status) = common::object_mut(&mut ns, "status") {
+    if let Some(status) = ensure_obj(&mut ns, "status") {
         status.insert("phase".into(), json!(PHASE_TERMINATING));
     }
     ns
@@ -292,7 +294,7 @@ impl Strategy for NamespaceStrategy {
     fn default(&self, obj: &mut Value) {
         // SetDefaults_Namespace and SetDefaults_NamespaceStatus.
         set_label(obj);
-        if let Some(status) = common::object_mut(obj, "status") {
+        if let Some(status) = ensure_obj(obj, "status") {
             let empty = status
                 .get("phase")
                 .and_then(Value::as_str)
@@ -311,7 +313,7 @@ impl Strategy for NamespaceStrategy {
         if !finalizers.iter().any(|f| f == FINALIZER_KUBERNETES) {
             finalizers.push(json!(FINALIZER_KUBERNETES));
         }
-        if let Some(spec) = common::object_mut(obj, "spec") {
+        if let Some(spec) = ensure_obj(obj, "spec") {
             spec.insert("finalizers".into(), Value::Array(finalizers));
         }
         // Canonicalize: the label once the (possibly generated) name is known.
@@ -324,7 +326,7 @@ impl Strategy for NamespaceStrategy {
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         let old_finalizers = old.pointer("/spec/finalizers").cloned();
-        if let Some(spec) = common::object_mut(new, "spec") {
+        if let Some(spec) = ensure_obj(new, "spec") {
             match old_finalizers {
                 Some(f) => spec.insert("finalizers".into(), f),
                 None => spec.remove("finalizers"),
@@ -354,7 +356,7 @@ impl Strategy for NamespaceStrategy {
 
     fn validate_status_update(&self, new: &Value, _old: &Value) -> FieldErrors {
         // ValidateNamespaceStatusUpdate (note the capital P in the real field path).
-        let phase = common::str_at(new, &["status", "phase"]);
+        let phase = str_at(new, &["status", "phase"]);
         let deleting = new
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|t| !t.is_null());
@@ -377,7 +379,7 @@ impl Strategy for NamespaceStrategy {
 
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
         match field {
-            "status.phase" => Some(common::str_at(obj, &["status", "phase"]).to_string()),
+            "status.phase" => Some(str_at(obj, &["status", "phase"]).to_string()),
             _ => None,
         }
     }
@@ -430,8 +432,8 @@ static NAMESPACE_TABLE: TableSpec = TableSpec {
 
 fn namespace_cells(obj: &Value) -> Vec<Value> {
     vec![
-        json!(common::metadata_name(obj)),
-        json!(common::str_at(obj, &["status", "phase"])),
+        json!(meta_str(obj, "name")),
+        json!(str_at(obj, &["status", "phase"])),
         json!(common::creation_age(obj)),
     ]
 }
@@ -468,13 +470,13 @@ mod tests {
     }
 
     /// The name rule the generic ObjectMeta validation must apply (`NameRule::DnsLabel`), with the
-    /// wording of `common::is_dns1123_label`, reproduces "create namespace with invalid name".
+    /// wording of `names::is_dns1123_label`, reproduces "create namespace with invalid name".
     #[test]
     fn invalid_name_uses_the_label_rule() {
         let f = fixture("namespaces.json");
         let st = step(&f, "create namespace with invalid name");
         assert_eq!(NamespaceStrategy::new().name_rule(), NameRule::DnsLabel);
-        let errs: Vec<FieldError> = common::is_dns1123_label("Bad_Name")
+        let errs: Vec<FieldError> = names::is_dns1123_label("Bad_Name")
             .into_iter()
             .map(|m| FieldError::invalid("metadata.name", BadValue::Str("Bad_Name".into()), m))
             .collect();

@@ -10,6 +10,9 @@ use serde_json::{Map, Value, json};
 use super::common::{self, key};
 use super::{ResourceInfo, Strategy, TableSpec, Warnings};
 use crate::errors::{ApiError, BadValue, FieldError, FieldErrors};
+use crate::gojson::json_kind;
+use crate::json::{ensure_obj, meta_str, str_at};
+use crate::validation::names;
 
 /// `core.MaxSecretSize`: the decoded data of one Secret (and one ConfigMap) may not exceed 1 MiB.
 pub const MAX_SECRET_SIZE: usize = 1024 * 1024;
@@ -84,7 +87,7 @@ pub fn decode_secret(obj: &mut Value) -> Result<(), String> {
                         other => {
                             return Err(format!(
                                 "json: cannot unmarshal {} into Go struct field Secret.data of type []uint8",
-                                common::json_kind(other)
+                                json_kind(other)
                             ));
                         }
                     }
@@ -93,7 +96,7 @@ pub fn decode_secret(obj: &mut Value) -> Result<(), String> {
             other => {
                 return Err(format!(
                     "json: cannot unmarshal {} into Go struct field Secret.data of type map[string][]uint8",
-                    common::json_kind(other)
+                    json_kind(other)
                 ));
             }
         }
@@ -103,7 +106,7 @@ pub fn decode_secret(obj: &mut Value) -> Result<(), String> {
             Value::Null => {}
             Value::Object(entries) => {
                 if !entries.is_empty() {
-                    let data = common::object_mut(obj, "data");
+                    let data = ensure_obj(obj, "data");
                     if let Some(data) = data {
                         for (k, v) in entries {
                             let text = match v {
@@ -112,7 +115,7 @@ pub fn decode_secret(obj: &mut Value) -> Result<(), String> {
                                 other => {
                                     return Err(format!(
                                         "json: cannot unmarshal {} into Go struct field Secret.stringData of type string",
-                                        common::json_kind(&other)
+                                        json_kind(&other)
                                     ));
                                 }
                             };
@@ -124,7 +127,7 @@ pub fn decode_secret(obj: &mut Value) -> Result<(), String> {
             other => {
                 return Err(format!(
                     "json: cannot unmarshal {} into Go struct field Secret.stringData of type map[string]string",
-                    common::json_kind(&other)
+                    json_kind(&other)
                 ));
             }
         }
@@ -158,7 +161,7 @@ pub fn validate_secret(obj: &Value) -> FieldErrors {
     if let Some(data) = data {
         // Go iterates a map (random order); key order is the deterministic choice here.
         for (k, v) in data {
-            for msg in common::is_config_map_key(k) {
+            for msg in names::legacy::is_config_map_key(k) {
                 errs.push(FieldError::invalid(
                     key("data", k),
                     BadValue::Str(k.clone()),
@@ -172,10 +175,10 @@ pub fn validate_secret(obj: &Value) -> FieldErrors {
         errs.push(FieldError::too_long("data", MAX_SECRET_SIZE));
     }
     let has = |k: &str| data.is_some_and(|d| d.contains_key(k));
-    let typ = common::str_at(obj, &["type"]);
+    let typ = str_at(obj, &["type"]);
     match typ {
         TYPE_SERVICE_ACCOUNT_TOKEN
-            if common::str_at(
+            if str_at(
                 obj,
                 &[
                     "metadata",
@@ -257,7 +260,7 @@ fn json_object_error(bytes: &[u8]) -> Option<String> {
         Ok(Value::Object(_)) => None,
         Ok(other) => Some(format!(
             "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
-            common::json_kind(&other)
+            json_kind(&other)
         )),
         Err(e) if e.is_eof() => Some("unexpected end of JSON input".into()),
         Err(_) => {
@@ -413,7 +416,7 @@ impl Strategy for SecretStrategy {
 
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {
         match field {
-            "type" => Some(common::str_at(obj, &["type"]).to_string()),
+            "type" => Some(str_at(obj, &["type"]).to_string()),
             _ => None,
         }
     }
@@ -454,8 +457,8 @@ static SECRET_TABLE: TableSpec = TableSpec {
 
 fn secret_cells(obj: &Value) -> Vec<Value> {
     vec![
-        json!(common::metadata_name(obj)),
-        json!(common::str_at(obj, &["type"])),
+        json!(meta_str(obj, "name")),
+        json!(str_at(obj, &["type"])),
         json!(data_map(obj).map_or(0, Map::len)),
         json!(common::creation_age(obj)),
     ]

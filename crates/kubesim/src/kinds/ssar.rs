@@ -9,9 +9,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::common;
 use super::{ResourceInfo, Strategy};
 use crate::errors::{ApiError, BadValue, FieldError, go_quote};
+use crate::json::str_at;
 
 pub const GROUP: &str = "authorization.k8s.io";
 
@@ -324,8 +324,8 @@ fn validate(body: &Value) -> Result<(), ApiError> {
             "spec.nonResourceAttributes",
             BadValue::Raw(format!(
                 "&authorization.NonResourceAttributes{{Path:{}, Verb:{}}}",
-                go_quote(common::str_at(n, &["path"])),
-                go_quote(common::str_at(n, &["verb"]))
+                go_quote(str_at(n, &["path"])),
+                go_quote(str_at(n, &["verb"]))
             )),
             "cannot be specified in combination with resourceAttributes",
         )),
@@ -371,7 +371,7 @@ pub fn attributes_of(body: &Value) -> AccessAttributes {
         .pointer("/spec/resourceAttributes")
         .filter(|v| v.is_object())
     {
-        let s = |k: &str| common::str_at(ra, &[k]).to_string();
+        let s = |k: &str| str_at(ra, &[k]).to_string();
         AccessAttributes {
             verb: s("verb"),
             group: s("group"),
@@ -387,8 +387,8 @@ pub fn attributes_of(body: &Value) -> AccessAttributes {
             .cloned()
             .unwrap_or(json!({}));
         AccessAttributes {
-            verb: common::str_at(&n, &["verb"]).to_string(),
-            path: common::str_at(&n, &["path"]).to_string(),
+            verb: str_at(&n, &["verb"]).to_string(),
+            path: str_at(&n, &["path"]).to_string(),
             ..AccessAttributes::default()
         }
     }

@@ -8,6 +8,7 @@
 //! `x-kubernetes-int-or-string` and formatted strings are untyped scalars. The resource root (and any
 //! `x-kubernetes-embedded-resource`) gets `apiVersion`, `kind` and the built-in ObjectMeta as `metadata`.
 
+use crate::json::bool_at;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -100,10 +101,6 @@ struct Builder {
     string: TypeId,
 }
 
-fn flag(s: &Value, name: &str) -> bool {
-    s.get(name).and_then(Value::as_bool).unwrap_or(false)
-}
-
 impl Builder {
     fn push(&mut self, t: TypeDef) -> TypeId {
         self.types.push(t);
@@ -117,7 +114,7 @@ impl Builder {
             go,
             patch: PatchMeta::default(),
             default: s.and_then(|s| s.get("default")).cloned(),
-            nullable: s.is_some_and(|s| flag(s, "nullable")),
+            nullable: s.is_some_and(|s| bool_at(s, &["nullable"])),
         }
     }
 
@@ -128,14 +125,14 @@ impl Builder {
         resource: bool,
         inherited_preserve: bool,
     ) -> Result<TypeId, CrdSchemaError> {
-        let preserve = inherited_preserve || flag(s, "x-kubernetes-preserve-unknown-fields");
-        if flag(s, "x-kubernetes-int-or-string") {
+        let preserve = inherited_preserve || bool_at(s, &["x-kubernetes-preserve-unknown-fields"]);
+        if bool_at(s, &["x-kubernetes-int-or-string"]) {
             return Ok(self.push(TypeDef {
                 scalar: Some(ScalarKind::Untyped),
                 ..TypeDef::default()
             }));
         }
-        let embedded = resource || flag(s, "x-kubernetes-embedded-resource");
+        let embedded = resource || bool_at(s, &["x-kubernetes-embedded-resource"]);
         let ty = s.get("type").and_then(Value::as_str);
         match ty {
             Some("object") | None if embedded || s.get("properties").is_some() => {

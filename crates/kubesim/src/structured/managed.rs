@@ -186,14 +186,14 @@ pub fn decode_owned(v: Option<Value>, canonicalize: bool) -> Result<Vec<Entry>, 
 
 /// A timestamp as metav1.Time re-encodes it (RFC 3339, UTC, seconds).
 pub fn canonical_time(t: &str) -> String {
-    match t.parse::<jiff::Timestamp>() {
-        Ok(ts) => ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        Err(_) => t.to_string(),
+    match crate::time::parse(t) {
+        Some(ts) => crate::time::format(ts),
+        None => t.to_string(),
     }
 }
 
 fn unix_seconds(t: Option<&str>) -> i64 {
-    t.and_then(|t| t.parse::<jiff::Timestamp>().ok())
+    t.and_then(crate::time::parse)
         .map(|ts| ts.as_second())
         .unwrap_or(0)
 }

@@ -73,7 +73,7 @@ pub fn strategic_merge(t: &TypeRef, original: &Value, patch: &Value) -> Result<V
     let Value::Object(patch) = patch else {
         return Err(PatchError::BadRequest(format!(
             "json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
-            json_kind(patch)
+            crate::gojson::json_kind(patch)
         )));
     };
     let original = match original {
@@ -86,17 +86,6 @@ pub fn strategic_merge(t: &TypeRef, original: &Value, patch: &Value) -> Result<V
         patch.clone(),
         Some(t.root()),
     )?))
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
 }
 
 /// Go's `%v` of a decoded JSON value (`map[a:1 b:x]`, `[a b]`, `<nil>`), used in error texts.

@@ -14,8 +14,9 @@ use super::names::{
     is_qualified_name, is_valid_label_value, name_is_dns_label, name_is_dns_subdomain,
     name_is_dns1035_label, name_is_path_segment,
 };
-use super::{get, get_arr, get_i64, get_obj, get_str, sorted_keys, time_bad_value, times_equal};
+use super::{sorted_keys, time_bad_value, times_equal};
 use crate::errors::{BadValue, FieldError, FieldErrors, go_quote, write_go_string};
+use crate::json::{get, get_arr, get_i64, get_obj, get_str};
 
 /// Total size of all annotation keys and values (`TotalAnnotationSizeLimitB`).
 pub const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;

@@ -15,40 +15,6 @@ pub use meta::{
 
 use serde_json::{Map, Value};
 
-/// `obj[a][b]...`, `None` when any step is missing or not an object.
-pub fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
-    let mut cur = v;
-    for p in path {
-        cur = cur.as_object()?.get(*p)?;
-    }
-    Some(cur)
-}
-
-/// A string field; `None` when missing, null or not a string.
-pub fn get_str<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
-    get(v, path).and_then(Value::as_str)
-}
-
-/// An integer field; `None` when missing, null or not an integer.
-pub fn get_i64(v: &Value, path: &[&str]) -> Option<i64> {
-    get(v, path).and_then(Value::as_i64)
-}
-
-/// A bool field; `None` when missing, null or not a bool.
-pub fn get_bool(v: &Value, path: &[&str]) -> Option<bool> {
-    get(v, path).and_then(Value::as_bool)
-}
-
-/// An object field; `None` when missing, null or not an object.
-pub fn get_obj<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Map<String, Value>> {
-    get(v, path).and_then(Value::as_object)
-}
-
-/// An array field; `None` when missing, null or not an array.
-pub fn get_arr<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Vec<Value>> {
-    get(v, path).and_then(Value::as_array)
-}
-
 /// Whether a field is absent or JSON null (both decode to a Go nil / zero value).
 pub fn is_unset(v: Option<&Value>) -> bool {
     matches!(v, None | Some(Value::Null))
@@ -61,18 +27,11 @@ pub fn sorted_keys(m: &Map<String, Value>) -> Vec<&String> {
     keys
 }
 
-/// A `metav1.Time` as decoded from JSON (RFC 3339); `None` when it does not parse.
-pub fn parse_time(s: &str) -> Option<jiff::Timestamp> {
-    s.parse::<jiff::Timestamp>().ok()
-}
-
 /// How Go prints a `metav1.Time` inside a field error: its JSON form, RFC 3339 in UTC at second
 /// precision (`"2025-06-01T10:00:00Z"`). An unparsable value is shown as the string it was.
 pub fn time_bad_value(raw: &str) -> crate::errors::BadValue {
-    match parse_time(raw) {
-        Some(t) => {
-            crate::errors::BadValue::Raw(format!("\"{}\"", t.strftime("%Y-%m-%dT%H:%M:%SZ")))
-        }
+    match crate::time::parse(raw) {
+        Some(t) => crate::errors::BadValue::Raw(format!("\"{}\"", crate::time::format(t))),
         None => crate::errors::BadValue::Str(raw.to_string()),
     }
 }
@@ -81,7 +40,7 @@ pub fn time_bad_value(raw: &str) -> crate::errors::BadValue {
 pub fn times_equal(a: Option<&str>, b: Option<&str>) -> bool {
     match (a, b) {
         (None, None) => true,
-        (Some(x), Some(y)) => match (parse_time(x), parse_time(y)) {
+        (Some(x), Some(y)) => match (crate::time::parse(x), crate::time::parse(y)) {
             (Some(tx), Some(ty)) => tx == ty,
             _ => x == y,
         },

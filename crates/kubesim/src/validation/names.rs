@@ -31,7 +31,25 @@ const HTTP_PATH_FMT: &str = "[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+";
 
 /// `MaxLenError` (1.34+ wording: bytes, not characters; see the recorded label-value error).
 pub fn max_len_error(length: usize) -> String {
-    format!("must be no more than {length} bytes")
+    LenUnit::Bytes.max_len_error(length)
+}
+
+/// The unit a "too long" problem names. apimachinery 1.34+ says `bytes` (what the recordings show and
+/// what every top-level check here uses); the older `characters` is what the checks in [`legacy`]
+/// print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LenUnit {
+    Bytes,
+    Characters,
+}
+
+impl LenUnit {
+    fn max_len_error(self, length: usize) -> String {
+        match self {
+            Self::Bytes => format!("must be no more than {length} bytes"),
+            Self::Characters => format!("must be no more than {length} characters"),
+        }
+    }
 }
 
 /// `EmptyError`.
@@ -110,9 +128,13 @@ pub fn is_dns1123_label(value: &str) -> Vec<String> {
 
 /// `IsDNS1123Subdomain`.
 pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
+    dns1123_subdomain(value, LenUnit::Bytes)
+}
+
+fn dns1123_subdomain(value: &str, unit: LenUnit) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {
-        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH));
+        errs.push(unit.max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH));
     }
     if !matches_dns1123_subdomain(value) {
         errs.push(regex_error(
@@ -126,9 +148,13 @@ pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
 
 /// `IsDNS1035Label`.
 pub fn is_dns1035_label(value: &str) -> Vec<String> {
+    dns1035_label(value, LenUnit::Bytes)
+}
+
+fn dns1035_label(value: &str, unit: LenUnit) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > DNS1035_LABEL_MAX_LENGTH {
-        errs.push(max_len_error(DNS1035_LABEL_MAX_LENGTH));
+        errs.push(unit.max_len_error(DNS1035_LABEL_MAX_LENGTH));
     }
     let ok = matches_dns1123_label(value) && value.as_bytes()[0].is_ascii_lowercase();
     if !ok {
@@ -161,6 +187,10 @@ fn matches_qualified_name_part(s: &str) -> bool {
 
 /// `IsQualifiedName`: label keys, annotation keys (lower-cased by the caller), finalizer names.
 pub fn is_qualified_name(value: &str) -> Vec<String> {
+    qualified_name(value, LenUnit::Bytes)
+}
+
+fn qualified_name(value: &str, unit: LenUnit) -> Vec<String> {
     let mut errs = Vec::new();
     let parts: Vec<&str> = value.split('/').collect();
     let name = match parts.as_slice() {
@@ -169,7 +199,7 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
             if prefix.is_empty() {
                 errs.push(format!("prefix part {}", empty_error()));
             } else {
-                for m in is_dns1123_subdomain(prefix) {
+                for m in dns1123_subdomain(prefix, unit) {
                     errs.push(format!("prefix part {m}"));
                 }
             }
@@ -192,7 +222,7 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
     } else if name.len() > QUALIFIED_NAME_MAX_LENGTH {
         errs.push(format!(
             "name part {}",
-            max_len_error(QUALIFIED_NAME_MAX_LENGTH)
+            unit.max_len_error(QUALIFIED_NAME_MAX_LENGTH)
         ));
     }
     if !matches_qualified_name_part(name) {
@@ -226,9 +256,13 @@ pub fn is_valid_label_value(value: &str) -> Vec<String> {
 
 /// `IsConfigMapKey` (Secret and ConfigMap data keys).
 pub fn is_config_map_key(value: &str) -> Vec<String> {
+    config_map_key(value, LenUnit::Bytes)
+}
+
+fn config_map_key(value: &str, unit: LenUnit) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {
-        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH));
+        errs.push(unit.max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH));
     }
     let ok = !value.is_empty()
         && value
@@ -399,6 +433,38 @@ pub fn is_domain_prefixed_path(field: &str, value: &str) -> FieldErrors {
     errs
 }
 
+/// The same checks with the pre-1.34 length wording (`must be no more than 253 characters`), for the
+/// fields the kinds validate themselves: Secret and ConfigMap keys, CRD names and group, Event
+/// `reportingController` and namespace, Lease `spec.strategy`, Namespace `spec.finalizers`.
+///
+/// These once had their own implementation in `kinds::common`, which printed `characters`.
+/// apimachinery has one `MaxLenError` for all of these checks and the recorded label-value error shows
+/// it says `bytes` in v1.36, so this wording is most likely a slip; no recording covers these
+/// messages, and this module keeps it until one does. Only the length message differs.
+pub mod legacy {
+    use super::LenUnit::Characters;
+
+    /// `IsDNS1123Subdomain`.
+    pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
+        super::dns1123_subdomain(value, Characters)
+    }
+
+    /// `IsDNS1035Label`.
+    pub fn is_dns1035_label(value: &str) -> Vec<String> {
+        super::dns1035_label(value, Characters)
+    }
+
+    /// `IsConfigMapKey`.
+    pub fn is_config_map_key(value: &str) -> Vec<String> {
+        super::config_map_key(value, Characters)
+    }
+
+    /// `IsQualifiedName`.
+    pub fn is_qualified_name(value: &str) -> Vec<String> {
+        super::qualified_name(value, Characters)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -493,5 +559,43 @@ mod tests {
         assert_eq!(is_relaxed_env_var_name("A=B").len(), 1);
         assert_eq!(name_is_path_segment("..", false), vec!["may not be '..'"]);
         assert_eq!(name_is_path_segment("a/b%", false).len(), 2);
+    }
+
+    #[test]
+    fn legacy_checks_differ_only_in_the_length_unit() {
+        assert_eq!(
+            is_dns1123_label("Bad_Name"),
+            vec![
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+            ]
+        );
+        assert_eq!(is_dns1123_label("a.b"), vec!["must not contain dots"]);
+        assert!(is_dns1123_label("ok-1").is_empty());
+        assert_eq!(
+            legacy::is_config_map_key("bad/key"),
+            vec![
+                "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
+            ]
+        );
+        assert_eq!(legacy::is_config_map_key(".."), vec!["must not be '..'"]);
+        assert_eq!(
+            legacy::is_config_map_key("..x"),
+            vec!["must not start with '..'"]
+        );
+        assert!(legacy::is_qualified_name("courier.dev/dispatcher").is_empty());
+        assert!(legacy::is_qualified_name("kubernetes").is_empty());
+        assert_eq!(
+            legacy::is_qualified_name("/x"),
+            vec!["prefix part must be non-empty"]
+        );
+        assert_eq!(legacy::is_dns1035_label("1abc").len(), 1);
+        assert_eq!(
+            legacy::is_dns1123_subdomain(&"a".repeat(254))[0],
+            "must be no more than 253 characters"
+        );
+        assert_eq!(
+            is_dns1123_subdomain(&"a".repeat(254))[0],
+            "must be no more than 253 bytes"
+        );
     }
 }

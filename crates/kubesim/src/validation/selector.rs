@@ -4,8 +4,9 @@
 use serde_json::{Map, Value};
 
 use super::names::{is_qualified_name, is_valid_label_value};
-use super::{get_arr, get_obj, get_str, sorted_keys};
+use super::sorted_keys;
 use crate::errors::{BadValue, FieldError, FieldErrors};
+use crate::json::{get_arr, get_obj, get_str};
 
 /// `ValidateLabelSelector` with `AllowInvalidLabelValueInSelector` as given.
 pub fn validate_label_selector(

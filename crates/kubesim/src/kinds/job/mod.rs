@@ -28,10 +28,11 @@ mod fixture_tests;
 use serde_json::{Map, Value, json};
 
 use crate::errors::{ApiError, FieldErrors};
+use crate::json::{ensure_obj, ensure_obj_in, get, get_bool, get_i64, get_obj, get_str};
 use crate::kinds::{ResourceInfo, Strategy, TableSpec, Warnings};
 use crate::validation::{
-    NameRule, get, get_i64, get_obj, get_str, semantic_eq, validate_labels,
-    validate_object_meta_create, validate_object_meta_update_core,
+    NameRule, semantic_eq, validate_labels, validate_object_meta_create,
+    validate_object_meta_update_core,
 };
 
 pub use status::validate_job_status_transition;
@@ -94,10 +95,6 @@ fn set_labels(job: &mut Value, labels: Map<String, Value>) {
     }
 }
 
-fn ensure_obj<'a>(v: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
-    map_at(v.as_object_mut()?, key)
-}
-
 /// The decode-time default "a Job without labels takes its template's labels" (`SetDefaults_Job`), for
 /// updates: the copy happens before validation.
 fn copy_template_labels(job: &mut Value) {
@@ -118,28 +115,23 @@ fn generate_selector(job: &mut Value) -> Option<()> {
         .to_string();
     let uid = get_str(job, &["metadata", "uid"]).unwrap_or("").to_string();
     let spec = ensure_obj(job, "spec")?;
-    let labels = map_at(map_at(map_at(spec, "template")?, "metadata")?, "labels")?;
+    let labels = ensure_obj_in(
+        ensure_obj_in(ensure_obj_in(spec, "template")?, "metadata")?,
+        "labels",
+    )?;
     for key in [LEGACY_JOB_NAME_LABEL, JOB_NAME_LABEL] {
         labels.entry(key).or_insert_with(|| json!(name));
     }
     for key in [LEGACY_CONTROLLER_UID_LABEL, CONTROLLER_UID_LABEL] {
         labels.entry(key).or_insert_with(|| json!(uid));
     }
-    map_at(map_at(spec, "selector")?, "matchLabels")?
+    ensure_obj_in(ensure_obj_in(spec, "selector")?, "matchLabels")?
         .entry(CONTROLLER_UID_LABEL)
         .or_insert_with(|| json!(uid));
     Some(())
 }
 
 /// The object at `key` of a map, created (or replacing a non-object) when needed.
-fn map_at<'a>(m: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
-    let e = m.entry(key.to_string()).or_insert(Value::Null);
-    if !e.is_object() {
-        *e = Value::Object(Map::new());
-    }
-    e.as_object_mut()
-}
-
 /// Drops the status fields Go's encoder omits when zero (`omitempty` on value fields and lists), so a
 /// status written through JSON reads back like the real server's.
 fn normalize_status(job: &mut Value) {
@@ -280,7 +272,7 @@ impl Strategy for JobStrategy {
                 .and_then(Value::as_object)
                 .is_some_and(|m| !m.is_empty())
                 && get(obj, &["metadata", "labels"]) == template_labels);
-        if crate::validation::get_bool(obj, &["spec", "manualSelector"]) != Some(true) {
+        if get_bool(obj, &["spec", "manualSelector"]) != Some(true) {
             let _ = generate_selector(obj);
         }
         if let Some(m) = obj.as_object_mut() {

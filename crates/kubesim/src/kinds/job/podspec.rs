@@ -19,13 +19,12 @@ use serde_json::Value;
 
 use super::goprint;
 use crate::errors::{BadValue, FieldError, FieldErrorKind, FieldErrors};
+use crate::json::{get, get_arr, get_i64, get_obj, get_str};
 use crate::validation::names::{
     inclusive_range_error, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
     is_relaxed_env_var_name, is_valid_label_value, is_valid_port_name, is_valid_port_num,
 };
-use crate::validation::{
-    get, get_arr, get_i64, get_obj, get_str, validate_annotations, validate_labels,
-};
+use crate::validation::{validate_annotations, validate_labels};
 
 fn s(v: &str) -> BadValue {
     BadValue::Str(v.to_string())

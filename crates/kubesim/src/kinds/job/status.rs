@@ -8,9 +8,8 @@ use serde_json::Value;
 use super::goprint;
 use super::indexes::IndexSet;
 use crate::errors::{BadValue, FieldError, FieldErrors};
-use crate::validation::{
-    get, get_arr, get_bool, get_i64, get_str, semantic_eq, time_bad_value, times_equal,
-};
+use crate::json::{get, get_arr, get_bool, get_i64, get_str};
+use crate::validation::{semantic_eq, time_bad_value, times_equal};
 
 /// Whether the Job has a condition of this type with status `True`.
 pub fn condition_true(job: &Value, ctype: &str) -> bool {
@@ -250,10 +249,7 @@ fn validate_job_status(new: &St<'_>, opts: &Opts) -> FieldErrors {
     }
     if opts.reject_completion_time_before_start_time
         && let (Some(st), Some(ct)) = (new.start, new.completion)
-        && let (Some(s), Some(c)) = (
-            crate::validation::parse_time(st),
-            crate::validation::parse_time(ct),
-        )
+        && let (Some(s), Some(c)) = (crate::time::parse(st), crate::time::parse(ct))
         && c < s
     {
         errs.push(FieldError::invalid(

@@ -3,17 +3,15 @@
 
 use serde_json::{Value, json};
 
+use crate::json::{get_arr, get_i64, get_str};
 use crate::kinds::TableSpec;
+use crate::kinds::common::{AGE_DESCRIPTION, NAME_DESCRIPTION, human_duration};
 use crate::validation::selector::format_label_selector;
-use crate::validation::{get_arr, get_i64, get_str, parse_time};
-
-const NAME_DESC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
-const AGE_DESC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
 /// Column definitions and the row printer. Columns include Name, like the real server's Table.
 pub static JOB_TABLE: TableSpec = TableSpec {
     columns: &[
-        ("Name", "string", "name", NAME_DESC, 0),
+        ("Name", "string", "name", NAME_DESCRIPTION, 0),
         ("Status", "string", "", "Status of the job.", 0),
         (
             "Completions",
@@ -29,7 +27,7 @@ pub static JOB_TABLE: TableSpec = TableSpec {
             "Time required to complete the job.",
             0,
         ),
-        ("Age", "string", "", AGE_DESC, 0),
+        ("Age", "string", "", AGE_DESCRIPTION, 0),
         (
             "Containers",
             "string",
@@ -78,8 +76,8 @@ pub fn job_cells_at(job: &Value, now: jiff::Timestamp) -> Vec<Value> {
             }
         }
     };
-    let start = get_str(job, &["status", "startTime"]).and_then(parse_time);
-    let end = get_str(job, &["status", "completionTime"]).and_then(parse_time);
+    let start = get_str(job, &["status", "startTime"]).and_then(crate::time::parse);
+    let end = get_str(job, &["status", "completionTime"]).and_then(crate::time::parse);
     let duration = match (start, end) {
         (None, _) => String::new(),
         (Some(s), None) => human_duration(now.as_second() - s.as_second()),
@@ -104,7 +102,7 @@ pub fn job_cells_at(job: &Value, now: jiff::Timestamp) -> Vec<Value> {
     } else {
         "Running"
     };
-    let age = match get_str(job, &["metadata", "creationTimestamp"]).and_then(parse_time) {
+    let age = match get_str(job, &["metadata", "creationTimestamp"]).and_then(crate::time::parse) {
         Some(t) => human_duration(now.as_second() - t.as_second()),
         None => "<unknown>".to_string(),
     };
@@ -132,82 +130,9 @@ pub fn job_cells_at(job: &Value, now: jiff::Timestamp) -> Vec<Value> {
     ]
 }
 
-/// `duration.HumanDuration` for a whole number of seconds.
-pub fn human_duration(seconds: i64) -> String {
-    if seconds < -1 {
-        return "<invalid>".to_string();
-    }
-    if seconds < 0 {
-        return "0s".to_string();
-    }
-    if seconds < 60 * 2 {
-        return format!("{seconds}s");
-    }
-    let minutes = seconds / 60;
-    if minutes < 10 {
-        let s = seconds % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
-    }
-    if minutes < 60 * 3 {
-        return format!("{minutes}m");
-    }
-    let hours = seconds / 3600;
-    if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
-    }
-    if hours < 48 {
-        return format!("{hours}h");
-    }
-    if hours < 24 * 8 {
-        let h = hours % 24;
-        return if h == 0 {
-            format!("{}d", hours / 24)
-        } else {
-            format!("{}d{h}h", hours / 24)
-        };
-    }
-    if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    }
-    if hours < 24 * 365 * 8 {
-        let dy = (hours / 24) % 365;
-        return if dy == 0 {
-            format!("{}y", hours / 24 / 365)
-        } else {
-            format!("{}y{dy}d", hours / 24 / 365)
-        };
-    }
-    format!("{}y", hours / 24 / 365)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn human_durations() {
-        assert_eq!(human_duration(-5), "<invalid>");
-        assert_eq!(human_duration(-1), "0s");
-        assert_eq!(human_duration(59), "59s");
-        assert_eq!(human_duration(119), "119s");
-        assert_eq!(human_duration(125), "2m5s");
-        assert_eq!(human_duration(600), "10m");
-        assert_eq!(human_duration(3 * 3600 + 120), "3h2m");
-        assert_eq!(human_duration(10 * 3600), "10h");
-        assert_eq!(human_duration(3 * 86400 + 3600), "3d1h");
-        assert_eq!(human_duration(30 * 86400), "30d");
-        assert_eq!(human_duration(3 * 365 * 86400 + 86400), "3y1d");
-        assert_eq!(human_duration(9 * 365 * 86400), "9y");
-    }
 
     #[test]
     fn rows() {

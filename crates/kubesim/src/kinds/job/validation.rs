@@ -7,12 +7,10 @@ use super::goprint;
 use super::indexes::IndexSet;
 use super::podspec::validate_pod_template_spec;
 use crate::errors::{BadValue, FieldError, FieldErrors};
+use crate::json::{get, get_arr, get_bool, get_i64, get_obj, get_str};
 use crate::validation::names::{is_dns1123_label, is_domain_prefixed_path};
 use crate::validation::selector::{self, validate_label_selector};
-use crate::validation::{
-    get, get_arr, get_bool, get_i64, get_obj, get_str, is_unset, semantic_eq,
-    validate_object_meta_update_core,
-};
+use crate::validation::{is_unset, semantic_eq, validate_object_meta_update_core};
 
 pub const LEGACY_CONTROLLER_UID_LABEL: &str = "controller-uid";
 pub const LEGACY_JOB_NAME_LABEL: &str = "job-name";

@@ -1,0 +1,126 @@
+//! Small accessors on decoded JSON objects, shared by every module (kinds, validation, the request
+//! flow, controllers, the Job model).
+//!
+//! Two flavours: `get*` answer `None` when any step of the path is missing or has another type;
+//! `str_at` / `meta_str` / `bool_at` answer Go's zero value instead (`""`, `false`), the way a
+//! typed Go struct reads an absent field.
+
+use serde_json::{Map, Value};
+
+/// `obj[a][b]...`, `None` when any step is missing or not an object.
+pub fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.as_object()?.get(*p)?;
+    }
+    Some(cur)
+}
+
+/// A string field; `None` when missing, null or not a string.
+pub fn get_str<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    get(v, path).and_then(Value::as_str)
+}
+
+/// An integer field; `None` when missing, null or not an integer.
+pub fn get_i64(v: &Value, path: &[&str]) -> Option<i64> {
+    get(v, path).and_then(Value::as_i64)
+}
+
+/// A bool field; `None` when missing, null or not a bool.
+pub fn get_bool(v: &Value, path: &[&str]) -> Option<bool> {
+    get(v, path).and_then(Value::as_bool)
+}
+
+/// An object field; `None` when missing, null or not an object.
+pub fn get_obj<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Map<String, Value>> {
+    get(v, path).and_then(Value::as_object)
+}
+
+/// An array field; `None` when missing, null or not an array.
+pub fn get_arr<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Vec<Value>> {
+    get(v, path).and_then(Value::as_array)
+}
+
+/// The string at `obj[path...]`, or `""` (Go's zero value) when absent or not a string.
+pub fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    get_str(v, path).unwrap_or("")
+}
+
+/// The bool at `obj[path...]`, or `false` (Go's zero value) when absent or not a bool.
+pub fn bool_at(v: &Value, path: &[&str]) -> bool {
+    get_bool(v, path).unwrap_or(false)
+}
+
+/// `metadata.<key>` as a string, `""` when absent.
+pub fn meta_str<'a>(obj: &'a Value, key: &str) -> &'a str {
+    str_at(obj, &["metadata", key])
+}
+
+/// Whether `metadata.deletionTimestamp` is set.
+pub fn is_deleting(obj: &Value) -> bool {
+    obj.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+}
+
+/// `metadata.finalizers` (the string entries).
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Mutable access to `obj[key]` as an object, creating it (or replacing a non-object) if needed;
+/// `None` when `obj` itself is not an object.
+pub fn ensure_obj<'a>(obj: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
+    ensure_obj_in(obj.as_object_mut()?, key)
+}
+
+/// [`ensure_obj`] on a map.
+pub fn ensure_obj_in<'a>(
+    m: &'a mut Map<String, Value>,
+    key: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    let e = m
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !e.is_object() {
+        *e = Value::Object(Map::new());
+    }
+    e.as_object_mut()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn paths_and_zero_values() {
+        let v = json!({"metadata": {"name": "n", "deletionTimestamp": null, "finalizers": ["a", 1]},
+                       "spec": {"n": 3, "on": true, "list": [1]}});
+        assert_eq!(get_str(&v, &["metadata", "name"]), Some("n"));
+        assert_eq!(get_i64(&v, &["spec", "n"]), Some(3));
+        assert_eq!(get_i64(&v, &["spec", "list", "0"]), None);
+        assert_eq!(str_at(&v, &["spec", "n"]), "");
+        assert!(bool_at(&v, &["spec", "on"]));
+        assert!(!bool_at(&v, &["spec", "off"]));
+        assert_eq!(meta_str(&v, "name"), "n");
+        assert_eq!(meta_str(&v, "namespace"), "");
+        assert!(!is_deleting(&v));
+        assert_eq!(finalizers(&v), ["a"]);
+    }
+
+    #[test]
+    fn ensure_obj_creates_or_replaces() {
+        let mut v = json!({"spec": 1});
+        ensure_obj(&mut v, "spec").map(|m| m.insert("a".into(), json!(1)));
+        ensure_obj(&mut v, "status");
+        assert_eq!(v, json!({"spec": {"a": 1}, "status": {}}));
+        assert!(ensure_obj(&mut json!([]), "x").is_none());
+    }
+}
