@@ -33,6 +33,9 @@ pub struct ClusterView {
     pub server_version: Option<String>,
     /// Current mirrors on the cluster (all origins).
     pub current_mirrors: u32,
+    /// Calls to the cluster are pending without answers (hung or overloaded, not yet judged by a
+    /// probe): chosen only when no other eligible cluster is left.
+    pub degraded: bool,
 }
 
 impl ClusterView {
@@ -61,6 +64,7 @@ impl ClusterView {
             current_mirrors: current_mirrors
                 .or_else(|| status.current_mirrors.and_then(|n| u32::try_from(n).ok()))
                 .unwrap_or(0),
+            degraded: false,
         })
     }
 }
@@ -215,12 +219,16 @@ pub fn choose_cluster<'a>(
     })
 }
 
-/// Orders eligible clusters: lower `(mirrors + 1) / weight` first, then by name.
+/// Orders eligible clusters: responsive before degraded, then lower `(mirrors + 1) / weight`,
+/// then by name.
 fn better(a: &ClusterView, b: &ClusterView) -> Ordering {
     // Cross-multiplied to stay in integers: (a.m + 1) / a.w  vs  (b.m + 1) / b.w.
     let load_a = (u64::from(a.current_mirrors) + 1) * u64::from(b.weight);
     let load_b = (u64::from(b.current_mirrors) + 1) * u64::from(a.weight);
-    load_a.cmp(&load_b).then_with(|| a.name.cmp(&b.name))
+    a.degraded
+        .cmp(&b.degraded)
+        .then(load_a.cmp(&load_b))
+        .then_with(|| a.name.cmp(&b.name))
 }
 
 #[cfg(test)]
@@ -241,7 +249,30 @@ mod tests {
             not_ready_since: None,
             server_version: Some("v1.36.0".into()),
             current_mirrors: 0,
+            degraded: false,
         }
+    }
+
+    #[test]
+    fn a_degraded_cluster_is_the_last_resort() {
+        let mut hung = cluster("a", &[]);
+        hung.degraded = true;
+        let mut busy = cluster("b", &[]);
+        busy.current_mirrors = 50;
+        let clusters = [hung.clone(), busy];
+        let chosen = choose_cluster(&clusters, None, &BTreeSet::new()).map(|c| c.name.as_str());
+        assert_eq!(
+            chosen,
+            Ok("b"),
+            "a responsive cluster wins even with more mirrors"
+        );
+        let only = [hung];
+        let chosen = choose_cluster(&only, None, &BTreeSet::new()).map(|c| c.name.as_str());
+        assert_eq!(
+            chosen,
+            Ok("a"),
+            "degraded is still eligible when nothing else is"
+        );
     }
 
     fn none() -> BTreeSet<String> {

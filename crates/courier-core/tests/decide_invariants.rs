@@ -121,6 +121,7 @@ impl Sim {
                     not_ready_since: None,
                     server_version: Some("v1.36.0".into()),
                     current_mirrors: 0,
+                    degraded: false,
                 },
                 reachable: true,
                 synced: true,

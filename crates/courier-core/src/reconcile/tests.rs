@@ -44,6 +44,7 @@ fn cluster(name: &str) -> ClusterView {
         not_ready_since: None,
         server_version: Some("v1.36.0".into()),
         current_mirrors: 0,
+        degraded: false,
     }
 }
 

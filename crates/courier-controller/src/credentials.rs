@@ -1,0 +1,383 @@
+//! Worker kubeconfigs: parsing, the credential policy, and building clients with timeouts.
+//!
+//! A kubeconfig stored in a Secret is data someone pasted; it must not make the controller run
+//! programs, read local files or skip TLS verification unless the operator allowed that class
+//! explicitly ([`CredentialPolicy`]). Problems name the offending kubeconfig field and never quote
+//! its values (tokens and keys must not reach logs, events or conditions): YAML errors are reported
+//! by position only.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::time::Duration;
+
+use kube::config::{AuthInfo, Cluster, KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::CredentialPolicy;
+
+/// Flag names of the `courier run` switches that relax the policy (named in refusals).
+pub const FLAG_ALLOW_EXEC: &str = "--allow-exec-kubeconfigs";
+pub const FLAG_ALLOW_FILES: &str = "--allow-file-kubeconfigs";
+pub const FLAG_ALLOW_INSECURE: &str = "--allow-insecure-kubeconfigs";
+
+/// Why a kubeconfig cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KubeconfigProblem {
+    #[error("the kubeconfig is not valid YAML or not a kubeconfig{}", position(*line, *column))]
+    Syntax {
+        line: Option<u64>,
+        column: Option<u64>,
+    },
+    #[error("the kubeconfig defines no context")]
+    NoContext,
+    #[error("the kubeconfig's current-context {0:?} is not one of its contexts")]
+    UnknownContext(String),
+    #[error(
+        "context {context:?} refers to cluster {cluster:?}, which the kubeconfig does not define"
+    )]
+    UnknownCluster { context: String, cluster: String },
+    #[error("context {context:?} refers to user {user:?}, which the kubeconfig does not define")]
+    UnknownUser { context: String, user: String },
+    #[error("cluster {0:?} has no server URL")]
+    NoServer(String),
+    /// One or more fields the policy refuses; each names the field and the flag that allows it.
+    #[error("{}", refusals.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Refused { refusals: Vec<Refusal> },
+    /// kube could not turn the kubeconfig into a client (bad certificate data, bad URL, ...).
+    #[error("the kubeconfig cannot be used: {0}")]
+    Unusable(String),
+}
+
+fn position(line: Option<u64>, column: Option<u64>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(" (line {l}, column {c})"),
+        (Some(l), None) => format!(" (line {l})"),
+        _ => String::new(),
+    }
+}
+
+/// A kubeconfig field the policy refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The field as a path into the kubeconfig, e.g. `users[w1].user.exec`.
+    pub field: String,
+    /// What the field does, e.g. "runs an exec credential plugin".
+    pub what: &'static str,
+    /// The `courier run` flag that allows this class.
+    pub flag: &'static str,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "kubeconfig field {} {}, which is refused unless the controller runs with {}",
+            self.field, self.what, self.flag
+        )
+    }
+}
+
+/// A kubeconfig that passed the policy, ready to build clients from.
+#[derive(Clone)]
+pub struct CheckedKubeconfig {
+    kubeconfig: Kubeconfig,
+    context: String,
+    /// The server URL (not secret; for logs and the snapshot API).
+    pub server: String,
+    /// Changes whenever the kubeconfig text changes (rotation detection, not security).
+    pub fingerprint: u64,
+}
+
+impl std::fmt::Debug for CheckedKubeconfig {
+    // Never print the kubeconfig: it holds credentials.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckedKubeconfig")
+            .field("context", &self.context)
+            .field("server", &self.server)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Fingerprint of a kubeconfig text.
+pub fn fingerprint(text: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
+}
+
+/// Parses `text` and applies `policy` to the context it would use (current-context, or the only
+/// context when none is set).
+pub fn check(text: &str, policy: CredentialPolicy) -> Result<CheckedKubeconfig, KubeconfigProblem> {
+    let kubeconfig: Kubeconfig = serde_saphyr::from_str(text).map_err(|e| {
+        let loc = e.location();
+        KubeconfigProblem::Syntax {
+            line: loc.map(|l| l.line()),
+            column: loc.map(|l| l.column()),
+        }
+    })?;
+    let context_name = match &kubeconfig.current_context {
+        Some(c) if !c.is_empty() => c.clone(),
+        _ => match kubeconfig.contexts.as_slice() {
+            [only] => only.name.clone(),
+            _ => return Err(KubeconfigProblem::NoContext),
+        },
+    };
+    let context = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == context_name)
+        .and_then(|c| c.context.clone())
+        .ok_or_else(|| KubeconfigProblem::UnknownContext(context_name.clone()))?;
+    let cluster = kubeconfig
+        .clusters
+        .iter()
+        .find(|c| c.name == context.cluster)
+        .and_then(|c| c.cluster.clone())
+        .ok_or_else(|| KubeconfigProblem::UnknownCluster {
+            context: context_name.clone(),
+            cluster: context.cluster.clone(),
+        })?;
+    let user = match &context.user {
+        Some(u) if !u.is_empty() => Some((
+            u.clone(),
+            kubeconfig
+                .auth_infos
+                .iter()
+                .find(|a| &a.name == u)
+                .and_then(|a| a.auth_info.clone())
+                .ok_or_else(|| KubeconfigProblem::UnknownUser {
+                    context: context_name.clone(),
+                    user: u.clone(),
+                })?,
+        )),
+        _ => None,
+    };
+    let mut refusals = cluster_refusals(&context.cluster, &cluster, policy);
+    if let Some((name, auth)) = &user {
+        refusals.extend(user_refusals(name, auth, policy));
+    }
+    if !refusals.is_empty() {
+        return Err(KubeconfigProblem::Refused { refusals });
+    }
+    let server = cluster
+        .server
+        .clone()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| KubeconfigProblem::NoServer(context.cluster.clone()))?;
+    Ok(CheckedKubeconfig {
+        kubeconfig,
+        context: context_name,
+        server,
+        fingerprint: fingerprint(text),
+    })
+}
+
+fn cluster_refusals(name: &str, c: &Cluster, policy: CredentialPolicy) -> Vec<Refusal> {
+    let mut out = Vec::new();
+    let field = |f: &str| format!("clusters[{name}].cluster.{f}");
+    if !policy.allow_file_references
+        && c.certificate_authority
+            .as_ref()
+            .is_some_and(|p| !p.is_empty())
+    {
+        out.push(Refusal {
+            field: field("certificate-authority"),
+            what: "reads a CA file from the controller's disk",
+            flag: FLAG_ALLOW_FILES,
+        });
+    }
+    if !policy.allow_insecure_tls && c.insecure_skip_tls_verify == Some(true) {
+        out.push(Refusal {
+            field: field("insecure-skip-tls-verify"),
+            what: "turns off TLS verification",
+            flag: FLAG_ALLOW_INSECURE,
+        });
+    }
+    out
+}
+
+fn user_refusals(name: &str, a: &AuthInfo, policy: CredentialPolicy) -> Vec<Refusal> {
+    let mut out = Vec::new();
+    let field = |f: &str| format!("users[{name}].user.{f}");
+    if !policy.allow_exec {
+        if a.exec.is_some() {
+            out.push(Refusal {
+                field: field("exec"),
+                what: "runs an exec credential plugin",
+                flag: FLAG_ALLOW_EXEC,
+            });
+        }
+        if a.auth_provider.is_some() {
+            out.push(Refusal {
+                field: field("auth-provider"),
+                what: "runs an auth-provider plugin",
+                flag: FLAG_ALLOW_EXEC,
+            });
+        }
+    }
+    if !policy.allow_file_references {
+        let files = [
+            ("tokenFile", &a.token_file, "reads a token file"),
+            (
+                "client-certificate",
+                &a.client_certificate,
+                "reads a client certificate file",
+            ),
+            ("client-key", &a.client_key, "reads a client key file"),
+        ];
+        for (key, value, what) in files {
+            if value.as_ref().is_some_and(|p| !p.is_empty()) {
+                out.push(Refusal {
+                    field: field(key),
+                    what,
+                    flag: FLAG_ALLOW_FILES,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Timeouts of one client (kube's client has none by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientTimeouts {
+    pub connect: Duration,
+    /// Longest silence on a response; for watch clients longer than the server-side watch timeout.
+    pub read: Duration,
+    pub write: Duration,
+}
+
+impl CheckedKubeconfig {
+    /// Builds a client. kube's own retries (429/503/504) are off: the controller retries with its
+    /// own backoff, and a silent re-POST would only add latency on a struggling worker.
+    pub async fn client(&self, timeouts: ClientTimeouts) -> Result<Client, KubeconfigProblem> {
+        let options = KubeConfigOptions {
+            context: Some(self.context.clone()),
+            ..Default::default()
+        };
+        let mut config = Config::from_custom_kubeconfig(self.kubeconfig.clone(), &options)
+            .await
+            .map_err(|e| KubeconfigProblem::Unusable(e.to_string()))?;
+        config.connect_timeout = Some(timeouts.connect);
+        config.read_timeout = Some(timeouts.read);
+        config.write_timeout = Some(timeouts.write);
+        config.reset_reader_on_write = true;
+        config.default_retry = false;
+        Client::try_from(config).map_err(|e| KubeconfigProblem::Unusable(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+apiVersion: v1
+kind: Config
+clusters:
+- name: w1
+  cluster:
+    server: https://127.0.0.1:6443
+    certificate-authority-data: Zm9v
+users:
+- name: w1
+  user:
+    token: s3cr3t-t0ken
+contexts:
+- name: w1
+  context: {cluster: w1, user: w1}
+current-context: w1
+"#;
+
+    fn deny() -> CredentialPolicy {
+        CredentialPolicy::default()
+    }
+
+    #[test]
+    fn a_plain_token_kubeconfig_passes() {
+        let c = check(GOOD, deny()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.server, "https://127.0.0.1:6443");
+        assert!(!format!("{c:?}").contains("s3cr3t"));
+    }
+
+    #[test]
+    fn exec_plugins_are_refused_naming_the_field_and_allowed_with_the_flag() {
+        let text = GOOD.replace(
+            "    token: s3cr3t-t0ken",
+            "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/get-token",
+        );
+        let err = check(&text, deny()).err().map(|e| e.to_string());
+        let msg = err.unwrap_or_default();
+        assert!(msg.contains("users[w1].user.exec"), "{msg}");
+        assert!(msg.contains(FLAG_ALLOW_EXEC), "{msg}");
+        let allowed = CredentialPolicy {
+            allow_exec: true,
+            ..deny()
+        };
+        assert!(check(&text, allowed).is_ok());
+    }
+
+    #[test]
+    fn file_references_and_insecure_tls_are_refused() {
+        let text = GOOD
+            .replace(
+                "    certificate-authority-data: Zm9v",
+                "    certificate-authority: /etc/ca.pem\n    insecure-skip-tls-verify: true",
+            )
+            .replace("    token: s3cr3t-t0ken", "    tokenFile: /var/run/token");
+        let Err(KubeconfigProblem::Refused { refusals }) = check(&text, deny()) else {
+            panic!("refused expected");
+        };
+        let fields: Vec<&str> = refusals.iter().map(|r| r.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "clusters[w1].cluster.certificate-authority",
+                "clusters[w1].cluster.insecure-skip-tls-verify",
+                "users[w1].user.tokenFile"
+            ]
+        );
+        let all = CredentialPolicy {
+            allow_exec: false,
+            allow_file_references: true,
+            allow_insecure_tls: true,
+        };
+        assert!(check(&text, all).is_ok());
+    }
+
+    #[test]
+    fn syntax_errors_never_quote_the_input() {
+        let text = GOOD.replace("current-context: w1", "current-context: [s3cr3t-t0ken");
+        let msg = check(&text, deny())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(msg.starts_with("the kubeconfig is not valid YAML"), "{msg}");
+        assert!(!msg.contains("s3cr3t"), "{msg}");
+        let typed = GOOD.replace("    token: s3cr3t-t0ken", "    token: [s3cr3t-t0ken]");
+        let msg = check(&typed, deny())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(!msg.contains("s3cr3t"), "{msg}");
+    }
+
+    #[test]
+    fn dangling_references_are_named() {
+        let text = GOOD.replace(
+            "context: {cluster: w1, user: w1}",
+            "context: {cluster: w2, user: w1}",
+        );
+        assert_eq!(
+            check(&text, deny()).err(),
+            Some(KubeconfigProblem::UnknownCluster {
+                context: "w1".into(),
+                cluster: "w2".into()
+            })
+        );
+        let text = GOOD.replace("current-context: w1", "current-context: nope");
+        assert_eq!(
+            check(&text, deny()).err(),
+            Some(KubeconfigProblem::UnknownContext("nope".into()))
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! Errors of API calls, classified the way the controller reacts to them: retry soon (conflict),
+//! back off (server or transport trouble), or report a cluster as Unauthorized/Forbidden/Unreachable.
+//! Messages carry the server's status message or the transport error chain, never request bodies
+//! or credentials.
+
+use std::fmt;
+use std::time::Duration;
+
+/// One failed API call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The server answered with a Status.
+    #[error("{code} {reason}: {message}")]
+    Api {
+        code: u16,
+        reason: String,
+        message: String,
+    },
+    /// No answer within the deadline.
+    #[error("no answer within {}", human(*.0))]
+    Timeout(Duration),
+    /// Connection, TLS or protocol failure.
+    #[error("{0}")]
+    Transport(String),
+    /// The worker has no usable client (kubeconfig missing or refused).
+    #[error("no connection to WorkerCluster {0}")]
+    NotConnected(String),
+    /// Calls to the worker are failing fast after a timeout or connection failure, until a probe
+    /// succeeds again.
+    #[error("WorkerCluster {0} is not answering; calls are paused until a probe succeeds")]
+    CircuitOpen(String),
+    /// Too many calls to the worker are in flight (it is slow); try again shortly.
+    #[error("WorkerCluster {0} has too many calls in flight")]
+    Busy(String),
+    /// A response could not be decoded, or a request not built.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl CallError {
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            CallError::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(404)
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        self.code() == Some(409)
+    }
+
+    /// 409 with reason AlreadyExists (a create of a name that exists).
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, CallError::Api { code: 409, reason, .. } if reason == "AlreadyExists")
+    }
+
+    /// The call never got an answer from the server (the worker may be down or hanging).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, CallError::Timeout(_) | CallError::Transport(_))
+    }
+
+    /// Short label for metrics (`reason` of `courier_reconcile_errors_total`).
+    pub fn metric_reason(&self) -> &'static str {
+        match self {
+            CallError::Api { code: 409, .. } => "conflict",
+            CallError::Api { code: 404, .. } => "not_found",
+            CallError::Api { code: 401, .. } => "unauthorized",
+            CallError::Api { code: 403, .. } => "forbidden",
+            CallError::Api { code: 422, .. } | CallError::Api { code: 400, .. } => "invalid",
+            CallError::Api { code: 429, .. } => "throttled",
+            CallError::Api { code, .. } if *code >= 500 => "server_error",
+            CallError::Api { .. } => "api_error",
+            CallError::Timeout(_) => "timeout",
+            CallError::Transport(_) => "unreachable",
+            CallError::NotConnected(_) | CallError::CircuitOpen(_) => "cluster_unavailable",
+            CallError::Busy(_) => "cluster_busy",
+            CallError::Other(_) => "other",
+        }
+    }
+
+    pub fn from_kube(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(s) => CallError::Api {
+                code: s.code,
+                reason: s.reason.clone(),
+                message: s.message.clone(),
+            },
+            kube::Error::HyperError(_)
+            | kube::Error::Service(_)
+            | kube::Error::ReadEvents(_)
+            | kube::Error::RustlsTls(_)
+            | kube::Error::HttpError(_) => CallError::Transport(chain(&e)),
+            kube::Error::Auth(_) => CallError::Transport(chain(&e)),
+            other => CallError::Other(chain(&other)),
+        }
+    }
+}
+
+/// An error and its sources, `a: b: c`, without repeating a source already in the text.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// Runs `fut` with a deadline, mapping both failure kinds into [`CallError`].
+pub async fn with_timeout<T>(
+    deadline: Duration,
+    fut: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, CallError> {
+    match tokio::time::timeout(deadline, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(CallError::from_kube(e)),
+        Err(_) => Err(CallError::Timeout(deadline)),
+    }
+}
+
+pub fn human(d: Duration) -> String {
+    if d.as_millis() < 1000 {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// Why a reconcile stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconcileError {
+    /// What was being done (`write intent`, `create mirror on eu-1`, ...).
+    pub step: String,
+    pub error: CallError,
+}
+
+impl fmt::Display for ReconcileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.step, self.error)
+    }
+}
+
+impl std::error::Error for ReconcileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_statuses() {
+        let e = CallError::Api {
+            code: 409,
+            reason: "AlreadyExists".into(),
+            message: "x".into(),
+        };
+        assert!(e.is_already_exists() && e.is_conflict());
+        assert_eq!(e.metric_reason(), "conflict");
+        assert_eq!(
+            CallError::Timeout(Duration::from_secs(3)).to_string(),
+            "no answer within 3s"
+        );
+        assert!(CallError::Transport("refused".into()).is_unreachable());
+        let e = CallError::Api {
+            code: 503,
+            reason: "ServiceUnavailable".into(),
+            message: "x".into(),
+        };
+        assert_eq!(e.metric_reason(), "server_error");
+    }
+}

@@ -1,0 +1,573 @@
+//! One reconcile of one origin: read the caches into a `ReconcileInput`, `decide`, perform the
+//! actions in order with the right clients, stop at the first failure.
+//!
+//! The contract with `courier_core::reconcile` (see its module docs) is followed literally:
+//! - decide runs only once the WorkerCluster list and the origin cache have synced;
+//! - a cluster's view of the origin's name is `Unknown` unless the cluster is Ready and its mirror
+//!   cache synced (so a silent or stale worker never reads as "the mirror is gone");
+//! - origin writes are JSON merge patches carrying `metadata.resourceVersion` (a stale cache gets
+//!   409, never a blind overwrite), status only through `/status`; decide plans at most one per
+//!   decision, and each successful write re-queues the key and is written through to the cache;
+//! - mirror creates are idempotent: AlreadyExists is classified (`Current` = adopt, `Stale` = wait
+//!   for its deletion, someone else's = remember the cluster in `Hints::foreign_on` and re-decide);
+//! - mirror patches carry a UID precondition, deletes a UID precondition and Background
+//!   propagation; 404 / 409 on delete count as done;
+//! - the origin's full JSON (to build a mirror from) is fetched only when decide asks for it
+//!   (`Wait::OriginJsonMissing`), then decide runs again on the fresh object;
+//! - only the leader writes (checked before every write).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use courier_api::reasons::EVENT_STATUS_SYNC_FAILED;
+use courier_core::ownership::{Intent, OriginIdentity, Ownership, classify};
+use courier_core::placement::ClusterView;
+use courier_core::reconcile::{
+    Action, Decision, EventType, Hints, MirrorObservation, OriginView, ReconcileInput, Wait, decide,
+};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Api;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::runtime::events;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::get_origin_json;
+use super::store::{self, OriginEntry};
+use crate::FIELD_MANAGER;
+use crate::errors::{CallError, ReconcileError, with_timeout};
+use crate::queue::ObjectKey;
+use crate::registry::{Cluster, ProbeState};
+use crate::shared::Shared;
+
+/// What a reconcile reads, gathered from the caches in one pass.
+pub struct Inputs {
+    pub entry: Arc<OriginEntry>,
+    pub mirrors: BTreeMap<String, MirrorObservation>,
+    /// When the present mirrors' current versions reached the cache, by cluster.
+    pub observed_at: HashMap<String, Instant>,
+    pub clusters: Vec<ClusterView>,
+    pub hints: Hints,
+}
+
+/// Reads the caches for `key`; `None` when no managed origin has that name.
+pub fn gather(shared: &Shared, key: &ObjectKey) -> Option<Inputs> {
+    let entry = shared.origins.get(key)?;
+    let mut mirrors = BTreeMap::new();
+    let mut observed_at = HashMap::new();
+    let mut clusters = Vec::new();
+    for c in shared.registry.all() {
+        let health = c.health();
+        let wc = c.worker_cluster();
+        clusters.push(ClusterView {
+            name: c.name.clone(),
+            labels: wc.metadata.labels.clone().unwrap_or_default(),
+            weight: u32::try_from(wc.spec.weight).unwrap_or(0),
+            paused: wc.spec.paused,
+            ready: health.ready(),
+            // Only a probed failure starts the worker-lost clock (a restart must probe first).
+            not_ready_since: if health.state == ProbeState::NotReady {
+                health.since
+            } else {
+                None
+            },
+            server_version: health.server_version.clone(),
+            current_mirrors: shared.origins.placed_on(&c.name),
+            degraded: c.stalled(),
+        });
+        let observation = if health.ready() && c.mirrors.is_synced() {
+            match c.mirrors.get(key) {
+                Some(m) => {
+                    observed_at.insert(c.name.clone(), m.observed_at);
+                    MirrorObservation::Present(Box::new((*m.view).clone()))
+                }
+                None => MirrorObservation::Absent,
+            }
+        } else {
+            MirrorObservation::Unknown
+        };
+        mirrors.insert(c.name.clone(), observation);
+    }
+    let hints = shared.hints_for(key, &entry.view.uid);
+    Some(Inputs {
+        entry,
+        mirrors,
+        observed_at,
+        clusters,
+        hints,
+    })
+}
+
+/// What decide would do now, without doing it (for `explain`). A mirror body is built from the
+/// cached (trimmed) origin, so the plan shows the create even though no template is at hand.
+pub fn dry_run(shared: &Shared, key: &ObjectKey) -> Option<(Inputs, Decision)> {
+    let inputs = gather(shared, key)?;
+    let v = &inputs.entry.view;
+    let origin_json = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": v.name, "namespace": v.namespace, "uid": v.uid,
+                     "labels": v.labels, "annotations": v.annotations},
+        "spec": v.spec_json,
+    });
+    let decision = decide(&ReconcileInput {
+        origin: v,
+        origin_json: Some(&origin_json),
+        mirrors: &inputs.mirrors,
+        clusters: &inputs.clusters,
+        config: &shared.dispatch,
+        hints: &inputs.hints,
+        now: Timestamp::now(),
+    });
+    Some((inputs, decision))
+}
+
+/// Reconciles `key` and schedules what follows (requeue, retry with backoff, or nothing).
+pub async fn run(shared: &Arc<Shared>, key: &ObjectKey) {
+    match reconcile(shared, key).await {
+        Ok(requeue) => {
+            shared
+                .metrics
+                .reconcile_total
+                .with_label_values(&["ok"])
+                .inc();
+            shared.queue.forget(key);
+            if let Some(after) = requeue {
+                shared.queue.add_after(key.clone(), after);
+            }
+        }
+        Err(e) => {
+            let reason = e.error.metric_reason();
+            shared
+                .metrics
+                .reconcile_total
+                .with_label_values(&["error"])
+                .inc();
+            shared
+                .metrics
+                .reconcile_errors
+                .with_label_values(&[reason])
+                .inc();
+            let delay = shared.queue.retry(key.clone());
+            if e.error.is_conflict() {
+                // Optimistic concurrency: the cache was behind; the watch brings the new version.
+                info!(origin = %key, error = %e, "reconcile hit a newer version; retrying");
+            } else {
+                warn!(origin = %key, error = %e, retry_in = ?delay, "reconcile failed");
+            }
+        }
+    }
+}
+
+fn step(what: impl Into<String>) -> impl FnOnce(CallError) -> ReconcileError {
+    let step = what.into();
+    move |error| ReconcileError { step, error }
+}
+
+async fn reconcile(
+    shared: &Arc<Shared>,
+    key: &ObjectKey,
+) -> Result<Option<Duration>, ReconcileError> {
+    if !shared.registry.is_synced() || !shared.origins.is_synced() {
+        return Ok(Some(shared.tuning.short_retry));
+    }
+    let Some(inputs) = gather(shared, key) else {
+        shared.forget_origin(key);
+        return Ok(None);
+    };
+    let now = Timestamp::now();
+    let first = decide(&ReconcileInput {
+        origin: &inputs.entry.view,
+        origin_json: None,
+        mirrors: &inputs.mirrors,
+        clusters: &inputs.clusters,
+        config: &shared.dispatch,
+        hints: &inputs.hints,
+        now,
+    });
+    if first.wait != Some(Wait::OriginJsonMissing) {
+        shared.record_wait(key, first.wait.as_ref());
+        return execute(shared, key, &inputs.entry.view, &inputs, first.actions).await;
+    }
+    // A mirror must be built: read the whole origin and decide again on it.
+    let json = get_origin_json(shared, key)
+        .await
+        .map_err(step("read the origin Job"))?;
+    let Some(json) = json else {
+        return Ok(None);
+    };
+    let view = OriginView::from_json(&json).map_err(|e| ReconcileError {
+        step: "read the origin Job".into(),
+        error: CallError::Other(e.to_string()),
+    })?;
+    if let Ok(Some(entry)) = store::trim(&json) {
+        shared.origins.upsert(key.clone(), entry);
+    }
+    let decision = decide(&ReconcileInput {
+        origin: &view,
+        origin_json: Some(&json),
+        mirrors: &inputs.mirrors,
+        clusters: &inputs.clusters,
+        config: &shared.dispatch,
+        hints: &inputs.hints,
+        now,
+    });
+    shared.record_wait(key, decision.wait.as_ref());
+    execute(shared, key, &view, &inputs, decision.actions).await
+}
+
+fn cluster(shared: &Shared, name: &str) -> Result<Arc<Cluster>, ReconcileError> {
+    shared.registry.get(name).ok_or_else(|| ReconcileError {
+        step: format!("reach WorkerCluster {name}"),
+        error: CallError::NotConnected(name.to_string()),
+    })
+}
+
+fn leader_only(shared: &Shared) -> Result<(), ReconcileError> {
+    if shared.is_leader() {
+        Ok(())
+    } else {
+        Err(ReconcileError {
+            step: "write".into(),
+            error: CallError::Other("this replica is no longer the leader".into()),
+        })
+    }
+}
+
+async fn execute(
+    shared: &Arc<Shared>,
+    key: &ObjectKey,
+    origin: &OriginView,
+    inputs: &Inputs,
+    actions: Vec<Action>,
+) -> Result<Option<Duration>, ReconcileError> {
+    let mut requeue: Option<Duration> = None;
+    let ns = key.namespace.as_str();
+    for action in actions {
+        if !matches!(action, Action::Requeue { .. }) {
+            leader_only(shared)?;
+        }
+        match action {
+            Action::WriteIntent {
+                cluster,
+                epoch,
+                patch,
+                ..
+            } => {
+                let obj = patch_origin(shared, key, &patch, false)
+                    .await
+                    .map_err(step(format!(
+                        "write the placement intent ({cluster}, epoch {epoch})"
+                    )))?;
+                write_through(shared, key, &obj);
+                shared.queue.add(key.clone());
+                debug!(cluster, epoch, "placement intent written");
+            }
+            Action::EnsureNamespace {
+                cluster: c,
+                namespace,
+            } => {
+                cluster(shared, &c)?
+                    .ensure_namespace(&namespace)
+                    .await
+                    .map_err(step(format!("create namespace {namespace} on {c}")))?;
+            }
+            Action::CreateMirror {
+                cluster: c,
+                epoch,
+                mirror,
+            } => {
+                let handle = cluster(shared, &c)?;
+                match handle.create_job(ns, &mirror).await {
+                    Ok(_) => {
+                        dispatched(shared, inputs, &c, "created", epoch);
+                        info!(cluster = %c, epoch, "mirror created");
+                    }
+                    Err(e) if e.is_already_exists() => {
+                        let intent = Intent {
+                            cluster: c.clone(),
+                            epoch,
+                        };
+                        match adopt(shared, key, origin, &handle, &intent).await? {
+                            Adoption::Adopted => dispatched(shared, inputs, &c, "adopted", epoch),
+                            Adoption::StaleInTheWay => {
+                                return Ok(Some(shared.tuning.short_retry));
+                            }
+                            Adoption::Foreign => {
+                                dispatched(shared, inputs, &c, "conflict", epoch);
+                                shared.queue.add(key.clone());
+                                return Ok(None);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        dispatched(shared, inputs, &c, "error", epoch);
+                        if e.is_not_found() {
+                            // The namespace vanished under us; create it again next time.
+                            handle.forget_namespace(ns);
+                        }
+                        return Err(step(format!("create the mirror on {c} (epoch {epoch})"))(e));
+                    }
+                }
+            }
+            Action::PatchMirrorSpec {
+                cluster: c,
+                namespace,
+                name,
+                uid,
+                patch,
+            } => {
+                cluster(shared, &c)?
+                    .patch_job(&namespace, &name, &uid, &patch)
+                    .await
+                    .map_err(step(format!("update the mirror on {c}")))?;
+                debug!(cluster = %c, patch = %patch, "mirror spec updated");
+            }
+            Action::DeleteMirror {
+                cluster: c,
+                namespace,
+                name,
+                uid,
+                ..
+            } => {
+                cluster(shared, &c)?
+                    .delete_job(&namespace, &name, &uid)
+                    .await
+                    .map_err(step(format!("delete the mirror on {c}")))?;
+                info!(cluster = %c, uid, "mirror deleted");
+            }
+            Action::WriteOriginStatus { patch, .. } => {
+                let synced_from = origin.intent().map(|i| i.cluster);
+                let label = synced_from.clone().unwrap_or_default();
+                match patch_origin(shared, key, &patch, true).await {
+                    Ok(obj) => {
+                        write_through(shared, key, &obj);
+                        shared.queue.add(key.clone());
+                        shared
+                            .metrics
+                            .status_sync_total
+                            .with_label_values(&[&label, "ok"])
+                            .inc();
+                        if let Some(seen) = synced_from.and_then(|c| inputs.observed_at.get(&c)) {
+                            shared
+                                .metrics
+                                .status_sync_seconds
+                                .with_label_values(&[&label])
+                                .observe(seen.elapsed().as_secs_f64());
+                        }
+                    }
+                    Err(e) => {
+                        shared
+                            .metrics
+                            .status_sync_total
+                            .with_label_values(&[&label, "error"])
+                            .inc();
+                        // A conflict only means the cache was behind; not worth a Warning event.
+                        if !e.is_conflict() {
+                            publish_event(
+                                shared,
+                                origin,
+                                EVENT_STATUS_SYNC_FAILED,
+                                EventType::Warning,
+                                &format!("cannot write the status copied from the mirror: {e}"),
+                            )
+                            .await;
+                        }
+                        return Err(step("write the origin status")(e));
+                    }
+                }
+            }
+            Action::RemoveFinalizer { patch } => {
+                // Not written through: the origin is going away and its Delete event may already
+                // have been seen.
+                patch_origin(shared, key, &patch, false)
+                    .await
+                    .map_err(step("remove the finalizer"))?;
+                info!("mirror cleanup done; finalizer removed");
+            }
+            Action::Event {
+                reason,
+                type_,
+                message,
+            } => publish_event(shared, origin, reason, type_, &message).await,
+            Action::Requeue { after } => {
+                requeue = Some(requeue.map_or(after, |r| r.min(after)));
+            }
+        }
+    }
+    Ok(requeue)
+}
+
+enum Adoption {
+    Adopted,
+    StaleInTheWay,
+    Foreign,
+}
+
+/// A create answered AlreadyExists: whose Job holds the name?
+async fn adopt(
+    shared: &Shared,
+    key: &ObjectKey,
+    origin: &OriginView,
+    handle: &Cluster,
+    intent: &Intent,
+) -> Result<Adoption, ReconcileError> {
+    let existing = handle
+        .get_job(&key.namespace, &key.name)
+        .await
+        .map_err(step(format!("read the existing Job on {}", intent.cluster)))?;
+    let Some(existing) = existing else {
+        // Deleted in between: the next decision creates it.
+        return Ok(Adoption::StaleInTheWay);
+    };
+    let labels = existing.metadata.labels.clone().unwrap_or_default();
+    let identity = OriginIdentity {
+        origin_id: &shared.cfg.origin_id,
+        origin_uid: &origin.uid,
+    };
+    Ok(
+        match classify(&labels, &intent.cluster, identity, Some(intent)) {
+            Ownership::Current => {
+                debug!(cluster = %intent.cluster, epoch = intent.epoch, "mirror already existed; adopted");
+                Adoption::Adopted
+            }
+            Ownership::Stale { .. } => Adoption::StaleInTheWay,
+            Ownership::Foreign | Ownership::OtherOrigin { .. } => {
+                info!(cluster = %intent.cluster, "a Job that is not this origin's mirror holds the name; trying elsewhere");
+                shared.add_foreign(key, &origin.uid, &intent.cluster);
+                Adoption::Foreign
+            }
+        },
+    )
+}
+
+fn dispatched(shared: &Shared, inputs: &Inputs, cluster: &str, result: &str, epoch: u64) {
+    let m = &shared.metrics;
+    m.dispatch_total.with_label_values(&[cluster, result]).inc();
+    if epoch == 1
+        && matches!(result, "created" | "adopted")
+        && let Some(created) = inputs.entry.created
+    {
+        let secs = Timestamp::now()
+            .duration_since(created)
+            .as_secs_f64()
+            .max(0.0);
+        m.dispatch_seconds
+            .with_label_values(&[cluster, result])
+            .observe(secs);
+    }
+}
+
+async fn patch_origin(
+    shared: &Shared,
+    key: &ObjectKey,
+    patch: &Value,
+    status: bool,
+) -> Result<DynamicObject, CallError> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(shared.mgmt.clone(), &key.namespace, &shared.jobs_ar);
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let patch = Patch::Merge(patch);
+    let deadline = shared.tuning.request_timeout;
+    if status {
+        with_timeout(deadline, api.patch_status(&key.name, &pp, &patch)).await
+    } else {
+        with_timeout(deadline, api.patch(&key.name, &pp, &patch)).await
+    }
+}
+
+/// Puts the server's answer to our own write into the cache (it is at least as new as the cache:
+/// the write carried the cached resourceVersion as a precondition).
+fn write_through(shared: &Shared, key: &ObjectKey, obj: &DynamicObject) {
+    if let Ok(json) = serde_json::to_value(obj)
+        && let Ok(Some(entry)) = store::trim(&json)
+    {
+        shared.origins.upsert(key.clone(), entry);
+    }
+}
+
+/// Machine-readable `action` of an event, by reason.
+fn action_for(reason: &str) -> &'static str {
+    use courier_api::reasons::*;
+    match reason {
+        EVENT_DISPATCHED | EVENT_DISPATCH_FAILED => "Dispatch",
+        EVENT_MIRROR_CONFLICT | EVENT_NO_ELIGIBLE_CLUSTER => "Place",
+        EVENT_REDISPATCHED => "Redispatch",
+        EVENT_STATUS_SYNC_FAILED | EVENT_MIRROR_LOST => "SyncStatus",
+        EVENT_MIRROR_ORPHANED => "Delete",
+        _ => "Reconcile",
+    }
+}
+
+/// Longest `note` events.k8s.io/v1 accepts.
+const NOTE_LIMIT: usize = 1024;
+
+fn truncate(s: &str, limit: usize) -> String {
+    if s.len() <= limit {
+        return s.to_string();
+    }
+    let mut end = limit.saturating_sub(3);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
+/// Records an event on the origin (best effort: a failed event never stops a reconcile). The
+/// reference carries the origin's resourceVersion, so repeats of one decision on an unchanged
+/// origin aggregate into one event series while a new decision gets a new event.
+pub async fn publish_event(
+    shared: &Shared,
+    origin: &OriginView,
+    reason: &str,
+    type_: EventType,
+    message: &str,
+) {
+    let reference = ObjectReference {
+        api_version: Some("batch/v1".into()),
+        kind: Some("Job".into()),
+        name: Some(origin.name.clone()),
+        namespace: Some(origin.namespace.clone()),
+        uid: Some(origin.uid.clone()),
+        resource_version: origin.resource_version.clone(),
+        ..Default::default()
+    };
+    let event = events::Event {
+        type_: match type_ {
+            EventType::Normal => events::EventType::Normal,
+            EventType::Warning => events::EventType::Warning,
+        },
+        reason: reason.to_string(),
+        note: Some(truncate(message, NOTE_LIMIT)),
+        action: action_for(reason).to_string(),
+        secondary: None,
+    };
+    match tokio::time::timeout(
+        shared.tuning.request_timeout,
+        shared.recorder.publish(&event, &reference),
+    )
+    .await
+    {
+        Ok(Ok(())) => debug!(reason, message, "event recorded"),
+        Ok(Err(e)) => warn!(reason, error = %CallError::from_kube(e), "cannot record event"),
+        Err(_) => warn!(reason, "cannot record event: timed out"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_cut_at_a_char_boundary() {
+        let s = "é".repeat(600);
+        let t = truncate(&s, NOTE_LIMIT);
+        assert!(t.len() <= NOTE_LIMIT && t.ends_with("..."));
+        assert_eq!(truncate("short", NOTE_LIMIT), "short");
+    }
+}

@@ -1,0 +1,348 @@
+//! The origin work queue: keys are origin `namespace/name`, like client-go's rate-limited queue.
+//!
+//! - **Dedup**: a key waiting in the queue is queued once, however often it is added.
+//! - **Per-key serialisation**: a key handed to a worker is not handed out again until the worker calls
+//!   [`WorkQueue::done`]; adds meanwhile mark it dirty and it is queued again on `done`.
+//! - **Delays**: [`WorkQueue::add_after`] keeps the earliest pending deadline per key.
+//! - **Retry backoff**: [`WorkQueue::retry`] requeues after a per-key exponential backoff with jitter;
+//!   [`WorkQueue::forget`] clears it after a success.
+//!
+//! Everything is behind one short-held `std` mutex (never held across an await).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::backoff::Backoff;
+
+/// An origin Job's `namespace/name`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    ready: VecDeque<ObjectKey>,
+    queued: HashSet<ObjectKey>,
+    processing: HashSet<ObjectKey>,
+    dirty: HashSet<ObjectKey>,
+    /// Deadline per delayed key, and the same entries ordered by deadline (seq breaks ties).
+    delayed: HashMap<ObjectKey, (Instant, u64)>,
+    timeline: BTreeMap<(Instant, u64), ObjectKey>,
+    seq: u64,
+    failures: HashMap<ObjectKey, u32>,
+}
+
+impl State {
+    fn enqueue(&mut self, key: ObjectKey) -> bool {
+        if self.processing.contains(&key) {
+            self.dirty.insert(key);
+            return false;
+        }
+        if self.queued.insert(key.clone()) {
+            self.ready.push_back(key);
+            return true;
+        }
+        false
+    }
+
+    fn promote_due(&mut self, now: Instant) -> bool {
+        let mut any = false;
+        while let Some(entry) = self.timeline.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let key = entry.remove();
+            self.delayed.remove(&key);
+            any |= self.enqueue(key);
+        }
+        any
+    }
+}
+
+pub struct WorkQueue {
+    state: Mutex<State>,
+    notify: Notify,
+    retry_min: Duration,
+    retry_max: Duration,
+}
+
+impl WorkQueue {
+    pub fn new(retry_min: Duration, retry_max: Duration) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            notify: Notify::new(),
+            retry_min,
+            retry_max,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere cannot leave the state half-updated in a way that matters more than
+        // losing the queue would.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `key` now (dedup; a key being processed is re-queued when it is done).
+    pub fn add(&self, key: ObjectKey) {
+        let added = {
+            let mut s = self.lock();
+            if let Some(at) = s.delayed.remove(&key) {
+                s.timeline.remove(&at);
+            }
+            s.enqueue(key)
+        };
+        if added {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Queues `key` after `delay` (an earlier pending deadline wins).
+    pub fn add_after(&self, key: ObjectKey, delay: Duration) {
+        if delay.is_zero() {
+            return self.add(key);
+        }
+        let at = Instant::now() + delay;
+        {
+            let mut s = self.lock();
+            if s.queued.contains(&key) {
+                return;
+            }
+            match s.delayed.get(&key) {
+                Some((existing, _)) if *existing <= at => return,
+                Some(old) => {
+                    let old = *old;
+                    s.timeline.remove(&old);
+                }
+                None => {}
+            }
+            s.seq += 1;
+            let entry = (at, s.seq);
+            s.delayed.insert(key.clone(), entry);
+            s.timeline.insert(entry, key);
+        }
+        // A waiting worker may need to shorten its sleep.
+        self.notify.notify_one();
+    }
+
+    /// Requeues `key` after its next per-key backoff delay.
+    pub fn retry(&self, key: ObjectKey) -> Duration {
+        let delay = {
+            let mut s = self.lock();
+            let n = s.failures.entry(key.clone()).or_insert(0);
+            let ceiling = Backoff::new(self.retry_min, self.retry_max).ceiling(*n);
+            *n = n.saturating_add(1);
+            crate::backoff::jitter(ceiling)
+        };
+        self.add_after(key, delay);
+        delay
+    }
+
+    /// Clears `key`'s retry backoff (after a successful reconcile).
+    pub fn forget(&self, key: &ObjectKey) {
+        self.lock().failures.remove(key);
+    }
+
+    /// Waits for the next key and marks it as being processed.
+    pub async fn next(&self) -> ObjectKey {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let wake_at = {
+                let mut s = self.lock();
+                s.promote_due(Instant::now());
+                if let Some(key) = s.ready.pop_front() {
+                    s.queued.remove(&key);
+                    s.processing.insert(key.clone());
+                    let more = !s.ready.is_empty();
+                    drop(s);
+                    if more {
+                        // Pass the baton so an idle worker picks up the rest.
+                        self.notify.notify_one();
+                    }
+                    return key;
+                }
+                s.timeline.first_key_value().map(|((at, _), _)| *at)
+            };
+            match wake_at {
+                Some(at) => {
+                    tokio::select! {
+                        _ = &mut notified => {}
+                        _ = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Ends the processing of `key`; queues it again if it was added meanwhile.
+    pub fn done(&self, key: &ObjectKey) {
+        let requeued = {
+            let mut s = self.lock();
+            s.processing.remove(key);
+            if s.dirty.remove(key) {
+                s.enqueue(key.clone())
+            } else {
+                false
+            }
+        };
+        if requeued {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Drops every trace of `key` except an in-flight processing mark (the origin is gone).
+    pub fn remove(&self, key: &ObjectKey) {
+        let mut s = self.lock();
+        s.failures.remove(key);
+        if let Some(at) = s.delayed.remove(key) {
+            s.timeline.remove(&at);
+        }
+    }
+
+    /// Keys waiting now (not delayed, not in flight).
+    pub fn len(&self) -> usize {
+        self.lock().ready.len()
+    }
+
+    /// Keys waiting for a deadline.
+    #[cfg(test)]
+    pub fn delayed_len(&self) -> usize {
+        self.lock().delayed.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(n: &str) -> ObjectKey {
+        ObjectKey::new("ns", n)
+    }
+
+    fn q() -> WorkQueue {
+        WorkQueue::new(Duration::from_millis(10), Duration::from_secs(1))
+    }
+
+    async fn next_now(q: &WorkQueue) -> Option<ObjectKey> {
+        tokio::time::timeout(Duration::from_millis(50), q.next())
+            .await
+            .ok()
+    }
+
+    #[tokio::test]
+    async fn dedups_and_keeps_fifo_order() {
+        let q = q();
+        q.add(k("a"));
+        q.add(k("b"));
+        q.add(k("a"));
+        assert_eq!(q.len(), 2);
+        assert_eq!(next_now(&q).await, Some(k("a")));
+        assert_eq!(next_now(&q).await, Some(k("b")));
+        assert_eq!(next_now(&q).await, None);
+    }
+
+    #[tokio::test]
+    async fn a_key_in_flight_is_not_handed_out_twice_and_comes_back_when_dirty() {
+        let q = q();
+        q.add(k("a"));
+        let got = next_now(&q).await;
+        assert_eq!(got, Some(k("a")));
+        q.add(k("a"));
+        assert_eq!(next_now(&q).await, None, "in flight: not handed out again");
+        q.done(&k("a"));
+        assert_eq!(
+            next_now(&q).await,
+            Some(k("a")),
+            "dirty: queued again on done"
+        );
+        q.done(&k("a"));
+        assert_eq!(next_now(&q).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delayed_keys_fire_at_the_earliest_deadline() {
+        let q = q();
+        q.add_after(k("a"), Duration::from_secs(10));
+        q.add_after(k("a"), Duration::from_secs(2));
+        q.add_after(k("a"), Duration::from_secs(5));
+        assert_eq!(q.delayed_len(), 1);
+        let start = Instant::now();
+        let got = q.next().await;
+        assert_eq!(got, k("a"));
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_secs(2) && waited < Duration::from_secs(3),
+            "{waited:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_now_overrides_a_delay() {
+        let q = q();
+        q.add_after(k("a"), Duration::from_secs(60));
+        q.add(k("a"));
+        assert_eq!(q.delayed_len(), 0);
+        assert_eq!(next_now(&q).await, Some(k("a")));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_backs_off_per_key_and_forget_resets() {
+        let q = q();
+        let d1 = q.retry(k("a"));
+        let d2 = q.retry(k("a"));
+        let d3 = q.retry(k("a"));
+        assert!(d1 <= Duration::from_millis(10));
+        assert!(d3 >= Duration::from_millis(20), "{d1:?} {d2:?} {d3:?}");
+        q.forget(&k("a"));
+        assert!(q.retry(k("a")) <= Duration::from_millis(10));
+    }
+
+    #[tokio::test]
+    async fn many_workers_drain_everything() {
+        let q = std::sync::Arc::new(q());
+        for i in 0..100 {
+            q.add(k(&i.to_string()));
+        }
+        let seen = std::sync::Arc::new(Mutex::new(HashSet::new()));
+        let mut tasks = Vec::new();
+        for _ in 0..4 {
+            let (q, seen) = (q.clone(), seen.clone());
+            tasks.push(tokio::spawn(async move {
+                while let Ok(key) = tokio::time::timeout(Duration::from_millis(100), q.next()).await
+                {
+                    seen.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(key.clone());
+                    q.done(&key);
+                }
+            }));
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+        assert_eq!(seen.lock().unwrap_or_else(|p| p.into_inner()).len(), 100);
+    }
+}

@@ -1,0 +1,283 @@
+//! Calls to one worker on behalf of reconciles: every call has a deadline, at most
+//! `Tuning::cluster_inflight` run at once per worker (waiting briefly for a slot, then giving up
+//! with `Busy` so the reconcile worker is freed for other clusters), and after a timeout or a
+//! connection failure calls fail fast (`CircuitOpen`) until the cluster's next successful probe,
+//! which the failure triggers at once. So a worker that hangs holds at most a bounded number of
+//! reconciles for at most one request timeout.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
+    PropagationPolicy,
+};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::Cluster;
+use crate::FIELD_MANAGER;
+use crate::errors::{CallError, with_timeout};
+
+/// How long a reconcile waits for a call slot on a busy worker before giving up.
+const SLOT_WAIT: Duration = Duration::from_millis(250);
+
+/// Calls pending this long with none completing mark the worker as stalled: no new placements
+/// there and no waiting for its call slots, long before a request times out. A healthy worker
+/// completes some call every few milliseconds even under full load.
+const STALL_AFTER: Duration = Duration::from_secs(1);
+
+/// One call in flight; dropping it (also when the caller is cancelled) ends it.
+struct Pending<'a> {
+    cluster: &'a Cluster,
+    /// The worker responded (success or an API error), as opposed to a timeout, a transport
+    /// failure or a cancelled call.
+    answered: bool,
+}
+
+impl super::Progress {
+    fn stalled(&self, now: Instant) -> bool {
+        self.pending > 0
+            && self
+                .last
+                .is_some_and(|t| now.saturating_duration_since(t) >= STALL_AFTER)
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        let mut p = self
+            .cluster
+            .progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        p.pending = p.pending.saturating_sub(1);
+        if self.answered {
+            p.last = Some(Instant::now());
+        }
+    }
+}
+
+impl Cluster {
+    fn circuit_open(&self) -> bool {
+        let mut c = self.circuit.lock().unwrap_or_else(|p| p.into_inner());
+        match *c {
+            Some(until) if Instant::now() < until => true,
+            Some(_) => {
+                *c = None;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Lets calls through again (a probe succeeded).
+    pub fn close_circuit(&self) {
+        *self.circuit.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    fn note_failure(&self, e: &CallError) {
+        if e.is_unreachable() {
+            *self.circuit.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(Instant::now() + self.request_timeout);
+            self.wake.notify_one();
+        } else if matches!(e.code(), Some(401 | 403)) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Calls are pending and none has completed for [`STALL_AFTER`]: the worker accepted them but
+    /// does not answer (hung, blackholed, overloaded). Placement avoids it until calls complete again.
+    pub fn stalled(&self) -> bool {
+        let p = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        p.stalled(Instant::now())
+    }
+
+    fn call_started(&self) -> Pending<'_> {
+        let mut p = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        if p.pending == 0 {
+            p.last = Some(Instant::now());
+        }
+        p.pending += 1;
+        Pending {
+            cluster: self,
+            answered: false,
+        }
+    }
+
+    /// Runs one request against the worker under the limits described in the module docs.
+    pub async fn call<T, F, Fut>(&self, f: F) -> Result<T, CallError>
+    where
+        F: FnOnce(kube::Client) -> Fut,
+        Fut: Future<Output = Result<T, kube::Error>>,
+    {
+        let conn = self
+            .connection()
+            .ok_or_else(|| CallError::NotConnected(self.name.clone()))?;
+        if self.circuit_open() {
+            return Err(CallError::CircuitOpen(self.name.clone()));
+        }
+        // A stalled worker's slots will not free up soon: give the reconcile worker back at once.
+        let slot_wait = if self.stalled() {
+            Duration::ZERO
+        } else {
+            SLOT_WAIT
+        };
+        let Ok(Ok(_permit)) = tokio::time::timeout(slot_wait, self.inflight.acquire()).await else {
+            return Err(CallError::Busy(self.name.clone()));
+        };
+        let mut pending = self.call_started();
+        let result = with_timeout(self.request_timeout, f(conn.request.clone())).await;
+        pending.answered = !matches!(&result, Err(e) if e.is_unreachable());
+        drop(pending);
+        if let Err(e) = &result {
+            self.note_failure(e);
+        }
+        result
+    }
+
+    fn jobs(client: kube::Client, ns: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(client, ns, &crate::shared::jobs_resource())
+    }
+
+    /// Creates a Job on the worker.
+    pub async fn create_job(&self, ns: &str, job: &Value) -> Result<DynamicObject, CallError> {
+        let obj: DynamicObject = serde_json::from_value(job.clone())
+            .map_err(|e| CallError::Other(format!("mirror is not a Job object: {e}")))?;
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        self.call(|c| async move { Self::jobs(c, ns).create(&pp, &obj).await })
+            .await
+    }
+
+    /// Reads a Job (`None` if it does not exist).
+    pub async fn get_job(&self, ns: &str, name: &str) -> Result<Option<DynamicObject>, CallError> {
+        self.call(|c| async move { Self::jobs(c, ns).get_opt(name).await })
+            .await
+    }
+
+    /// JSON merge patch with a UID precondition (`metadata.uid` in the patch): a Job that was
+    /// deleted and re-created under the name answers 409 instead of being patched.
+    pub async fn patch_job(
+        &self,
+        ns: &str,
+        name: &str,
+        uid: &str,
+        patch: &Value,
+    ) -> Result<DynamicObject, CallError> {
+        let mut patch = patch.clone();
+        if let Some(obj) = patch.as_object_mut() {
+            let meta = obj.entry("metadata").or_insert_with(|| json!({}));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert("uid".into(), json!(uid));
+            }
+        }
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        self.call(|c| async move {
+            Self::jobs(c, ns)
+                .patch(name, &pp, &Patch::Merge(&patch))
+                .await
+        })
+        .await
+    }
+
+    /// Deletes a Job with Background propagation (its pods go too) and a UID precondition.
+    /// Already gone (404) or replaced by another Job (409) counts as done.
+    pub async fn delete_job(&self, ns: &str, name: &str, uid: &str) -> Result<(), CallError> {
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match self
+            .call(|c| async move { Self::jobs(c, ns).delete(name, &dp).await })
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates the namespace if missing (remembered per connection).
+    pub async fn ensure_namespace(&self, ns: &str) -> Result<(), CallError> {
+        if self
+            .namespaces
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(ns)
+        {
+            return Ok(());
+        }
+        let obj: Namespace = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}
+        }))
+        .map_err(|e| CallError::Other(e.to_string()))?;
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        let created = self
+            .call(|c| async move { Api::<Namespace>::all(c).create(&pp, &obj).await })
+            .await;
+        match created {
+            Ok(_) => {}
+            Err(e) if e.is_already_exists() => {}
+            Err(e) => return Err(e),
+        }
+        self.namespaces
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(ns.to_string());
+        Ok(())
+    }
+
+    /// Forgets that `ns` exists (a create there answered "namespace not found").
+    pub fn forget_namespace(&self, ns: &str) {
+        self.namespaces
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(ns);
+    }
+
+    /// Forgets every namespace (new connection: maybe another cluster).
+    pub fn forget_namespaces(&self) {
+        self.namespaces
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Progress;
+    use super::*;
+
+    #[test]
+    fn a_worker_is_stalled_only_while_calls_wait_without_any_answer() {
+        let t0 = Instant::now();
+        let idle = Progress {
+            pending: 0,
+            last: Some(t0),
+        };
+        assert!(!idle.stalled(t0 + STALL_AFTER * 10), "nothing pending");
+        let busy = Progress {
+            pending: 3,
+            last: Some(t0),
+        };
+        assert!(!busy.stalled(t0 + STALL_AFTER / 2), "answers are recent");
+        assert!(
+            busy.stalled(t0 + STALL_AFTER),
+            "pending with no answer for STALL_AFTER"
+        );
+    }
+}

@@ -1,0 +1,235 @@
+//! A worker's mirror watch and its trimmed cache.
+//!
+//! The watch selects `courier.dev/origin=<origin id>` (other management clusters' mirrors and
+//! foreign Jobs are never seen), resumes from its last resourceVersion after a dropped connection,
+//! re-lists after `410 Gone`, backs off with jitter on errors, and has a client-side idle timeout
+//! (kube's watcher) plus a read timeout (the watch client's) so a silent dead connection is noticed.
+//!
+//! # Memory
+//! An entry keeps what `decide` and status translation read: name, namespace, uid, the three
+//! `courier.dev/*` ownership labels, the spec fields that flow down, the status (without
+//! `uncountedTerminatedPods`: worker pod UIDs mean nothing to the origin) and the deletion mark.
+//! No pod template, no managedFields: well under 2 KB per mirror.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use courier_api::{LABEL_EPOCH, LABEL_ORIGIN, LABEL_ORIGIN_UID};
+use courier_core::mirror::DRIFTING_SPEC_FIELDS;
+use courier_core::reconcile::MirrorView;
+use futures::StreamExt;
+use kube::Api;
+use kube::api::DynamicObject;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::Cluster;
+use crate::backoff::Backoff;
+use crate::errors::chain;
+use crate::queue::ObjectKey;
+use crate::shared::Shared;
+
+/// One cached mirror.
+#[derive(Debug, Clone)]
+pub struct MirrorEntry {
+    pub view: Arc<MirrorView>,
+    pub resource_version: String,
+    /// When this version reached the cache (status-sync latency starts here).
+    pub observed_at: Instant,
+}
+
+#[derive(Default)]
+struct Inner {
+    map: HashMap<ObjectKey, MirrorEntry>,
+    relisting: Option<HashSet<ObjectKey>>,
+}
+
+/// The mirrors of this origin id on one worker, by `namespace/name` (the origin's key).
+#[derive(Default)]
+pub struct MirrorCache {
+    inner: RwLock<Inner>,
+    synced: AtomicBool,
+}
+
+impl MirrorCache {
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The cache reflects a complete list of the worker's mirrors (since the current watch began).
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    pub fn set_unsynced(&self) {
+        self.synced.store(false, Ordering::Release);
+    }
+
+    pub fn get(&self, key: &ObjectKey) -> Option<MirrorEntry> {
+        self.read().map.get(key).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().map.len()
+    }
+
+    pub fn entries(&self) -> Vec<(ObjectKey, MirrorEntry)> {
+        self.read()
+            .map
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// True if the entry is new or changed.
+    pub fn upsert(&self, key: ObjectKey, entry: MirrorEntry) -> bool {
+        let mut inner = self.write();
+        if let Some(seen) = inner.relisting.as_mut() {
+            seen.insert(key.clone());
+        }
+        if inner
+            .map
+            .get(&key)
+            .is_some_and(|old| old.resource_version == entry.resource_version)
+        {
+            return false;
+        }
+        inner.map.insert(key, entry);
+        true
+    }
+
+    pub fn remove(&self, key: &ObjectKey) -> bool {
+        self.write().map.remove(key).is_some()
+    }
+
+    fn relist_started(&self) {
+        self.write().relisting = Some(HashSet::new());
+    }
+
+    /// Ends a re-list: drops what it did not show, marks the cache synced, returns the dropped keys.
+    fn relist_done(&self) -> Vec<ObjectKey> {
+        let mut inner = self.write();
+        let seen = inner.relisting.take().unwrap_or_default();
+        let gone: Vec<ObjectKey> = inner
+            .map
+            .keys()
+            .filter(|k| !seen.contains(*k))
+            .cloned()
+            .collect();
+        for k in &gone {
+            inner.map.remove(k);
+        }
+        drop(inner);
+        self.synced.store(true, Ordering::Release);
+        gone
+    }
+}
+
+/// Trims a worker Job into a cache entry (None if it has no name/uid).
+pub fn trim(obj: &DynamicObject) -> Option<(ObjectKey, MirrorEntry)> {
+    let meta = &obj.metadata;
+    let name = meta.name.clone()?;
+    let namespace = meta.namespace.clone().unwrap_or_default();
+    let labels: Map<String, Value> = meta
+        .labels
+        .iter()
+        .flatten()
+        .filter(|(k, _)| [LABEL_ORIGIN, LABEL_ORIGIN_UID, LABEL_EPOCH].contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    let spec: Map<String, Value> = obj
+        .data
+        .get("spec")
+        .and_then(Value::as_object)
+        .map(|s| {
+            DRIFTING_SPEC_FIELDS
+                .iter()
+                .filter_map(|f| s.get(*f).map(|v| ((*f).to_string(), v.clone())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+    if let Some(s) = status.as_object_mut() {
+        s.remove("uncountedTerminatedPods");
+    }
+    let mut m = json!({"name": name, "namespace": namespace, "uid": meta.uid, "labels": labels});
+    if let Some(ts) = &meta.deletion_timestamp {
+        m["deletionTimestamp"] = json!(ts);
+    }
+    let view = MirrorView::from_json(&json!({"metadata": m, "spec": spec, "status": status}))
+        .map_err(|e| debug!(job = %format!("{namespace}/{name}"), error = %e, "unreadable mirror ignored"))
+        .ok()?;
+    Some((
+        ObjectKey::new(namespace, name),
+        MirrorEntry {
+            view: Arc::new(view),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            observed_at: Instant::now(),
+        },
+    ))
+}
+
+/// Runs one watch of `cluster`'s mirrors with `client` until `token` is cancelled. Every change
+/// queues the origin with the same `namespace/name`.
+pub async fn watch(
+    shared: Arc<Shared>,
+    cluster: Arc<Cluster>,
+    client: kube::Client,
+    token: CancellationToken,
+) {
+    let api: Api<DynamicObject> = Api::all_with(client, &shared.jobs_ar);
+    let timeout = u32::try_from(shared.tuning.watch_timeout.as_secs().max(1)).unwrap_or(290);
+    let config = watcher::Config::default()
+        .labels(&format!("{LABEL_ORIGIN}={}", shared.cfg.origin_id))
+        .timeout(timeout);
+    let stream = watcher::watcher(api, config).backoff(Backoff::new(
+        shared.tuning.backoff_min,
+        shared.tuning.backoff_max,
+    ));
+    let mut stream = std::pin::pin!(stream);
+    loop {
+        let event = tokio::select! {
+            _ = token.cancelled() => return,
+            e = stream.next() => e,
+        };
+        match event {
+            None => return,
+            Some(Ok(Event::Init)) => cluster.mirrors.relist_started(),
+            Some(Ok(Event::InitApply(obj) | Event::Apply(obj))) => {
+                if let Some((key, entry)) = trim(&obj)
+                    && cluster.mirrors.upsert(key.clone(), entry)
+                {
+                    shared.queue.add(key);
+                }
+            }
+            Some(Ok(Event::Delete(obj))) => {
+                if let Some((key, _)) = trim(&obj)
+                    && cluster.mirrors.remove(&key)
+                {
+                    shared.queue.add(key);
+                }
+            }
+            Some(Ok(Event::InitDone)) => {
+                for key in cluster.mirrors.relist_done() {
+                    shared.queue.add(key);
+                }
+                debug!(cluster = %cluster.name, mirrors = cluster.mirrors.len(), "mirror cache synced");
+                // The cluster task turns Ready only once its cache is synced.
+                cluster.wake.notify_one();
+            }
+            Some(Err(e)) => {
+                warn!(cluster = %cluster.name, error = %chain(&e), "mirror watch failed; retrying with backoff");
+                cluster.wake.notify_one();
+            }
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! The cluster registry: WorkerClusters and their kubeconfig Secrets, watched on the management
+//! cluster, become one [`Cluster`] each with its own task ([`cluster::run`]): client built from the
+//! Secret under the credential policy, probes with timeouts and jittered backoff, the `Ready`
+//! condition, and a mirror watch feeding a trimmed cache ([`mirrors`]).
+//!
+//! Nothing here is shared across clusters except short-held maps: a cluster that hangs, refuses or
+//! storms 500s only slows its own task, its own watch and the (bounded, see [`calls`]) reconciles
+//! that talk to it. Clusters are added and removed at run time by the WorkerCluster watch; a Secret
+//! change wakes only the clusters that reference it.
+
+pub mod calls;
+pub mod cluster;
+pub mod mirrors;
+pub mod status;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use courier_api::WorkerCluster;
+use courier_api::reasons::CONDITION_READY;
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::backoff::Backoff;
+use crate::errors::chain;
+use crate::shared::Shared;
+use mirrors::MirrorCache;
+
+/// How a cluster's last probe went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeState {
+    /// Not probed yet (or connected but its mirror cache is not synced yet).
+    Pending,
+    Ready,
+    NotReady,
+}
+
+/// A cluster's health, as the `Ready` condition shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Health {
+    pub state: ProbeState,
+    /// A `courier_api::reasons::REASON_*` value.
+    pub reason: &'static str,
+    pub message: String,
+    /// When `state` last changed between Ready and not Ready (the condition's lastTransitionTime).
+    pub since: Option<Timestamp>,
+    pub server_version: Option<String>,
+    pub last_probe: Option<Timestamp>,
+}
+
+impl Health {
+    pub fn ready(&self) -> bool {
+        self.state == ProbeState::Ready
+    }
+}
+
+/// Calls in flight on one worker and the last sign of life from it.
+#[derive(Debug, Default)]
+struct Progress {
+    pending: usize,
+    last: Option<Instant>,
+}
+
+/// A live client pair for one worker (built from one version of its kubeconfig).
+pub struct Connection {
+    /// Short read timeout: every non-watch request.
+    pub request: kube::Client,
+    /// Read timeout longer than the server-side watch timeout: the mirror watch only.
+    pub watch: kube::Client,
+    pub fingerprint: u64,
+    pub server: String,
+}
+
+/// One registered worker cluster.
+pub struct Cluster {
+    pub name: String,
+    wc: RwLock<Arc<WorkerCluster>>,
+    health: RwLock<Health>,
+    conn: RwLock<Option<Arc<Connection>>>,
+    pub mirrors: MirrorCache,
+    inflight: Semaphore,
+    /// Calls fail fast until then (after a timeout or connection failure).
+    circuit: Mutex<Option<Instant>>,
+    /// Calls in flight and when one last completed (or the first started): a worker whose calls
+    /// stop completing is taken out of placement before its probe times out.
+    progress: Mutex<Progress>,
+    /// Wakes the cluster's task (Secret changed, call failed, leadership gained, ...).
+    pub wake: Notify,
+    /// Namespaces known to exist on the worker (EnsureNamespace skips them).
+    namespaces: Mutex<HashSet<String>>,
+    pub cancel: CancellationToken,
+    request_timeout: std::time::Duration,
+}
+
+impl Cluster {
+    fn new(wc: WorkerCluster, shared: &Shared, cancel: CancellationToken) -> Self {
+        let name = wc.metadata.name.clone().unwrap_or_default();
+        // Seed from the status a previous leader wrote, so "not Ready since" survives restarts.
+        let ready_cond = wc
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_READY));
+        let health = Health {
+            state: ProbeState::Pending,
+            reason: "Pending",
+            message: "not probed yet".into(),
+            since: ready_cond
+                .filter(|c| c.status != "True")
+                .map(|c| c.last_transition_time.0),
+            server_version: wc.status.as_ref().and_then(|s| s.server_version.clone()),
+            last_probe: None,
+        };
+        Self {
+            name,
+            wc: RwLock::new(Arc::new(wc)),
+            health: RwLock::new(health),
+            conn: RwLock::new(None),
+            mirrors: MirrorCache::default(),
+            inflight: Semaphore::new(shared.cluster_inflight()),
+            circuit: Mutex::new(None),
+            progress: Mutex::new(Progress::default()),
+            wake: Notify::new(),
+            namespaces: Mutex::new(HashSet::new()),
+            cancel,
+            request_timeout: shared.tuning.request_timeout,
+        }
+    }
+
+    pub fn worker_cluster(&self) -> Arc<WorkerCluster> {
+        self.wc.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_worker_cluster(&self, wc: WorkerCluster) {
+        *self.wc.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(wc);
+    }
+
+    pub fn health(&self) -> Health {
+        self.health
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set_health(&self, h: Health) {
+        *self.health.write().unwrap_or_else(|p| p.into_inner()) = h;
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.health
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .ready()
+    }
+
+    pub fn connection(&self) -> Option<Arc<Connection>> {
+        self.conn.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_connection(&self, c: Option<Arc<Connection>>) {
+        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = c;
+    }
+}
+
+/// A Secret's `data`: key -> decoded bytes.
+pub type SecretData = Arc<BTreeMap<String, Vec<u8>>>;
+
+/// Kubeconfig Secrets in Courier's namespace: name -> data.
+#[derive(Default)]
+pub struct Secrets {
+    map: RwLock<HashMap<String, SecretData>>,
+    synced: AtomicBool,
+}
+
+impl Secrets {
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    pub fn get(&self, name: &str) -> Option<SecretData> {
+        self.map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Stores a Secret; true if its data changed.
+    fn put(&self, s: &Secret) -> bool {
+        let Some(name) = s.metadata.name.clone() else {
+            return false;
+        };
+        let data: BTreeMap<String, Vec<u8>> = s
+            .data
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.0.clone()))
+            .collect();
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        if map.get(&name).is_some_and(|old| **old == data) {
+            return false;
+        }
+        map.insert(name, Arc::new(data));
+        true
+    }
+
+    fn remove(&self, name: &str) -> bool {
+        self.map
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name)
+            .is_some()
+    }
+
+    fn retain(&self, keep: &HashSet<String>) -> Vec<String> {
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let gone: Vec<String> = map.keys().filter(|k| !keep.contains(*k)).cloned().collect();
+        for g in &gone {
+            map.remove(g);
+        }
+        gone
+    }
+}
+
+/// Every registered cluster.
+#[derive(Default)]
+pub struct Registry {
+    clusters: RwLock<BTreeMap<String, Arc<Cluster>>>,
+    synced: AtomicBool,
+    pub secrets: Secrets,
+}
+
+impl Registry {
+    /// The WorkerCluster list has been read at least once (decide must not run before: an empty
+    /// list would mean "no cluster exists").
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Cluster>> {
+        self.clusters
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Cluster>> {
+        self.clusters
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    fn remove(&self, name: &str) -> Option<Arc<Cluster>> {
+        self.clusters
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(name)
+    }
+
+    /// Wakes every cluster task (e.g. after gaining leadership: status must be written).
+    pub fn wake_all(&self) {
+        for c in self.all() {
+            c.wake.notify_one();
+        }
+    }
+}
+
+/// Adds or updates a cluster from its WorkerCluster; spawns the task of a new one.
+fn apply_worker_cluster(shared: &Arc<Shared>, wc: WorkerCluster) {
+    let Some(name) = wc.metadata.name.clone().filter(|n| !n.is_empty()) else {
+        return;
+    };
+    if let Some(existing) = shared.registry.get(&name) {
+        let old = existing.worker_cluster();
+        let placement_changed = old.metadata.labels != wc.metadata.labels || old.spec != wc.spec;
+        let secret_changed = old.spec.kubeconfig_secret_ref != wc.spec.kubeconfig_secret_ref;
+        let recreated = old.metadata.uid != wc.metadata.uid;
+        existing.set_worker_cluster(wc);
+        if secret_changed || recreated {
+            existing.wake.notify_one();
+        }
+        if placement_changed {
+            shared.on_cluster_changed(&name);
+        }
+        return;
+    }
+    let cancel = shared.token.child_token();
+    let cluster = Arc::new(Cluster::new(wc, shared, cancel));
+    shared
+        .registry
+        .clusters
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(name.clone(), cluster.clone());
+    info!(cluster = %name, "WorkerCluster registered");
+    shared.tasks.spawn(cluster::run(shared.clone(), cluster));
+    shared.on_cluster_changed(&name);
+}
+
+fn remove_worker_cluster(shared: &Arc<Shared>, name: &str) {
+    if let Some(c) = shared.registry.remove(name) {
+        info!(cluster = %name, "WorkerCluster removed");
+        c.cancel.cancel();
+        shared.metrics.forget_cluster(name);
+        shared.on_cluster_changed(name);
+    }
+}
+
+/// Watches WorkerClusters (cluster-scoped) and keeps the registry in step.
+pub async fn watch_worker_clusters(shared: Arc<Shared>) {
+    let api: Api<WorkerCluster> = Api::all(shared.mgmt.clone());
+    let stream = watcher::watcher(api, watcher::Config::default()).backoff(Backoff::new(
+        shared.tuning.backoff_min,
+        shared.tuning.backoff_max,
+    ));
+    let mut stream = std::pin::pin!(stream);
+    let mut relist: Option<HashSet<String>> = None;
+    loop {
+        let event = tokio::select! {
+            _ = shared.token.cancelled() => return,
+            e = stream.next() => e,
+        };
+        match event {
+            None => return,
+            Some(Ok(Event::Init)) => relist = Some(HashSet::new()),
+            Some(Ok(Event::InitApply(wc))) => {
+                if let (Some(seen), Some(n)) = (relist.as_mut(), wc.metadata.name.clone()) {
+                    seen.insert(n);
+                }
+                apply_worker_cluster(&shared, wc);
+            }
+            Some(Ok(Event::InitDone)) => {
+                let seen = relist.take().unwrap_or_default();
+                for c in shared.registry.all() {
+                    if !seen.contains(&c.name) {
+                        remove_worker_cluster(&shared, &c.name);
+                    }
+                }
+                if !shared.registry.synced.swap(true, Ordering::AcqRel) {
+                    info!(clusters = seen.len(), "WorkerCluster list synced");
+                    shared.ready_changed();
+                }
+            }
+            Some(Ok(Event::Apply(wc))) => apply_worker_cluster(&shared, wc),
+            Some(Ok(Event::Delete(wc))) => {
+                if let Some(n) = wc.metadata.name.as_deref() {
+                    remove_worker_cluster(&shared, n);
+                }
+            }
+            Some(Err(e)) => warn!(error = %chain(&e), "WorkerCluster watch failed; retrying"),
+        }
+    }
+}
+
+/// Watches the Secrets in Courier's namespace; a change wakes the clusters that reference it.
+pub async fn watch_secrets(shared: Arc<Shared>) {
+    let api: Api<Secret> = Api::namespaced(shared.mgmt.clone(), &shared.cfg.namespace);
+    let stream = watcher::watcher(api, watcher::Config::default()).backoff(Backoff::new(
+        shared.tuning.backoff_min,
+        shared.tuning.backoff_max,
+    ));
+    let mut stream = std::pin::pin!(stream);
+    let mut relist: Option<HashSet<String>> = None;
+    let wake_users = |name: &str| {
+        for c in shared.registry.all() {
+            if c.worker_cluster().spec.kubeconfig_secret_ref.name == name {
+                c.wake.notify_one();
+            }
+        }
+    };
+    loop {
+        let event = tokio::select! {
+            _ = shared.token.cancelled() => return,
+            e = stream.next() => e,
+        };
+        match event {
+            None => return,
+            Some(Ok(Event::Init)) => relist = Some(HashSet::new()),
+            Some(Ok(Event::InitApply(s) | Event::Apply(s))) => {
+                let name = s.metadata.name.clone().unwrap_or_default();
+                if let Some(seen) = relist.as_mut() {
+                    seen.insert(name.clone());
+                }
+                if shared.registry.secrets.put(&s) {
+                    wake_users(&name);
+                }
+            }
+            Some(Ok(Event::Delete(s))) => {
+                let name = s.metadata.name.clone().unwrap_or_default();
+                if shared.registry.secrets.remove(&name) {
+                    wake_users(&name);
+                }
+            }
+            Some(Ok(Event::InitDone)) => {
+                let seen = relist.take().unwrap_or_default();
+                for gone in shared.registry.secrets.retain(&seen) {
+                    wake_users(&gone);
+                }
+                if !shared.registry.secrets.synced.swap(true, Ordering::AcqRel) {
+                    shared.registry.wake_all();
+                    shared.ready_changed();
+                }
+            }
+            // The error names the namespace and the HTTP status, never Secret contents.
+            Some(Err(e)) => warn!(error = %chain(&e), "Secret watch failed; retrying"),
+        }
+    }
+}

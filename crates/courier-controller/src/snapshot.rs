@@ -1,0 +1,254 @@
+//! Read-only views of the controller's state for `courier jobs`, `courier explain`, `courier
+//! cluster list`-style output and the in-process demo. Everything comes from the caches; nothing
+//! here calls an API server. The types serialize to JSON for `-o json` style output.
+
+use std::collections::BTreeMap;
+
+use courier_core::job::{Finished, finished};
+use courier_core::ownership::{OriginIdentity, classify};
+use courier_core::reconcile::{Action, MirrorObservation};
+use serde::Serialize;
+
+use crate::origin::reconcile::dry_run;
+use crate::origin::store::OriginEntry;
+use crate::queue::ObjectKey;
+use crate::shared::Shared;
+
+/// One WorkerCluster as this replica sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterSnapshot {
+    pub name: String,
+    pub ready: bool,
+    /// `Connected`, `SecretNotFound`, `InvalidKubeconfig`, `Unreachable`, `Unauthorized`,
+    /// `Forbidden`, or `Pending` before the first probe.
+    pub reason: String,
+    pub message: String,
+    /// RFC 3339 time of the last Ready/not-Ready transition.
+    pub since: Option<String>,
+    pub server_version: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub weight: i32,
+    pub paused: bool,
+    /// Unfinished origins placed on the cluster.
+    pub current_mirrors: u32,
+    /// Mirrors of this origin id in the cluster's cache (any state, stale ones included).
+    pub cached_mirrors: usize,
+    pub cache_synced: bool,
+}
+
+/// Where an origin is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum JobPhase {
+    /// Not placed yet (no cluster could take it, or not reconciled yet).
+    Pending,
+    /// Suspended (before or after being placed).
+    Suspended,
+    /// Placed on a cluster and unfinished.
+    Running,
+    Complete,
+    Failed,
+    /// Being deleted (mirror cleanup in progress).
+    Deleting,
+}
+
+impl std::fmt::Display for JobPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// One origin Job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSnapshot {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub phase: JobPhase,
+    /// The placement intent: cluster and epoch.
+    pub cluster: Option<String>,
+    pub epoch: Option<u64>,
+    pub redispatches: u32,
+    pub active: i32,
+    pub succeeded: i32,
+    pub failed: i32,
+    pub completions: Option<i32>,
+    /// What the last reconcile is waiting for, if anything.
+    pub waiting: Option<String>,
+}
+
+/// One cluster's view of an origin's name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MirrorSnapshot {
+    pub cluster: String,
+    pub observation: String,
+}
+
+/// What the controller knows and would do about one origin.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explanation {
+    pub job: JobSnapshot,
+    pub mirrors: Vec<MirrorSnapshot>,
+    /// The actions `decide` plans right now on the current caches (a dry run: nothing is done).
+    pub plan: Vec<String>,
+    /// What the plan is waiting for.
+    pub waiting: Option<String>,
+}
+
+pub fn clusters(shared: &Shared) -> Vec<ClusterSnapshot> {
+    shared
+        .registry
+        .all()
+        .into_iter()
+        .map(|c| {
+            let h = c.health();
+            let wc = c.worker_cluster();
+            ClusterSnapshot {
+                name: c.name.clone(),
+                ready: h.ready(),
+                reason: h.reason.to_string(),
+                message: h.message.clone(),
+                since: h.since.map(|t| t.to_string()),
+                server_version: h.server_version.clone(),
+                labels: wc.metadata.labels.clone().unwrap_or_default(),
+                weight: wc.spec.weight,
+                paused: wc.spec.paused,
+                current_mirrors: shared.origins.placed_on(&c.name),
+                cached_mirrors: c.mirrors.len(),
+                cache_synced: c.mirrors.is_synced(),
+            }
+        })
+        .collect()
+}
+
+fn job(shared: &Shared, key: &ObjectKey, e: &OriginEntry) -> JobSnapshot {
+    let v = &e.view;
+    let intent = v.intent();
+    let phase = if v.deletion_timestamp.is_some() {
+        JobPhase::Deleting
+    } else {
+        match finished(&v.status) {
+            Some(Finished::Complete) => JobPhase::Complete,
+            Some(Finished::Failed) => JobPhase::Failed,
+            None if v.spec.suspend => JobPhase::Suspended,
+            None if intent.is_some() => JobPhase::Running,
+            None => JobPhase::Pending,
+        }
+    };
+    JobSnapshot {
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        uid: v.uid.clone(),
+        phase,
+        cluster: intent.as_ref().map(|i| i.cluster.clone()),
+        epoch: intent.map(|i| i.epoch),
+        redispatches: v.redispatches(),
+        active: v.status.active.unwrap_or(0),
+        succeeded: v.status.succeeded.unwrap_or(0),
+        failed: v.status.failed.unwrap_or(0),
+        completions: v.spec.completions,
+        waiting: shared.wait_of(key),
+    }
+}
+
+pub fn jobs(shared: &Shared) -> Vec<JobSnapshot> {
+    let mut out: Vec<JobSnapshot> = shared
+        .origins
+        .entries()
+        .iter()
+        .map(|(k, e)| job(shared, k, e))
+        .collect();
+    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    out
+}
+
+fn describe(action: &Action) -> String {
+    match action {
+        Action::WriteIntent {
+            cluster,
+            epoch,
+            redispatches,
+            add_finalizer,
+            ..
+        } => format!(
+            "write the placement intent: cluster {cluster}, epoch {epoch}, re-dispatches {redispatches}{}",
+            if *add_finalizer {
+                ", add the finalizer"
+            } else {
+                ""
+            }
+        ),
+        Action::EnsureNamespace { cluster, namespace } => {
+            format!("create namespace {namespace} on {cluster} if missing")
+        }
+        Action::CreateMirror { cluster, epoch, .. } => {
+            format!("create the mirror on {cluster} (epoch {epoch})")
+        }
+        Action::PatchMirrorSpec { cluster, patch, .. } => {
+            format!("update the mirror on {cluster}: {patch}")
+        }
+        Action::DeleteMirror { cluster, uid, .. } => {
+            format!("delete the mirror on {cluster} (uid {uid}, Background)")
+        }
+        Action::WriteOriginStatus { patch, .. } => {
+            format!(
+                "write the origin status: {}",
+                patch.get("status").unwrap_or(patch)
+            )
+        }
+        Action::RemoveFinalizer { .. } => "remove the finalizer".to_string(),
+        Action::Event {
+            reason,
+            type_,
+            message,
+        } => format!("event {} {reason}: {message}", type_.as_str()),
+        Action::Requeue { after } => format!("look again in {}", crate::errors::human(*after)),
+    }
+}
+
+pub fn explain(shared: &Shared, key: &ObjectKey) -> Option<Explanation> {
+    let (inputs, decision) = dry_run(shared, key)?;
+    let v = &inputs.entry.view;
+    let identity = OriginIdentity {
+        origin_id: &shared.cfg.origin_id,
+        origin_uid: &v.uid,
+    };
+    let intent = v.intent();
+    let mirrors = inputs
+        .mirrors
+        .iter()
+        .map(|(cluster, o)| MirrorSnapshot {
+            cluster: cluster.clone(),
+            observation: match o {
+                MirrorObservation::Unknown => {
+                    "unknown (cluster not Ready or its cache not synced)".into()
+                }
+                MirrorObservation::Absent => "no Job with this name".into(),
+                MirrorObservation::Present(m) => {
+                    let verdict = classify(&m.labels, cluster, identity, intent.as_ref());
+                    let state = match finished(&m.status) {
+                        Some(Finished::Complete) => "complete".to_string(),
+                        Some(Finished::Failed) => "failed".to_string(),
+                        None => format!(
+                            "active {}, succeeded {}, failed {}",
+                            m.status.active.unwrap_or(0),
+                            m.status.succeeded.unwrap_or(0),
+                            m.status.failed.unwrap_or(0)
+                        ),
+                    };
+                    format!(
+                        "{verdict:?}, epoch label {:?}: {state}",
+                        m.labels.get(courier_api::LABEL_EPOCH)
+                    )
+                }
+            },
+        })
+        .collect();
+    Some(Explanation {
+        job: job(shared, key, &inputs.entry),
+        mirrors,
+        plan: decision.actions.iter().map(describe).collect(),
+        waiting: decision.wait.map(|w| w.to_string()),
+    })
+}

@@ -1,0 +1,480 @@
+//! Test harness: one management and two worker kubesim clusters in process, the WorkerCluster CRD,
+//! kubeconfig Secrets and WorkerClusters, and the controller running in process with short timings.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use courier_api::{WorkerCluster, WorkerClusterSpec};
+use courier_controller::{Controller, ControllerConfig, ControllerError, ControllerHandle, Tuning};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
+};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use kubesim::{Role, Sim, SimOptions};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub const NS: &str = "courier-system";
+pub const ORIGIN: &str = "mgmt-a";
+/// Namespace the test Jobs live in (absent on workers until Courier creates it).
+pub const JOBS_NS: &str = "team-a";
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+pub async fn sim(role: Role, name: &str) -> Sim {
+    Sim::start(SimOptions {
+        role,
+        name: name.into(),
+        speed: 20.0,
+        ..Default::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("starting sim {name}: {e}"))
+}
+
+pub async fn client_for(kubeconfig: &str) -> Client {
+    let kc = Kubeconfig::from_yaml(kubeconfig).unwrap_or_else(|e| panic!("kubeconfig: {e}"));
+    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("config: {e}"));
+    Client::try_from(cfg).unwrap_or_else(|e| panic!("client: {e}"))
+}
+
+pub fn jobs_ar() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("batch", "v1", "Job"), "jobs")
+}
+
+pub fn jobs(c: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(c.clone(), ns, &jobs_ar())
+}
+
+/// Short timings so faults are noticed within a second or two.
+pub fn tuning() -> Tuning {
+    Tuning {
+        probe_interval: Duration::from_millis(500),
+        connect_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_millis(1500),
+        watch_timeout: Duration::from_secs(10),
+        backoff_min: Duration::from_millis(100),
+        backoff_max: Duration::from_secs(1),
+        retry_min: Duration::from_millis(50),
+        retry_max: Duration::from_secs(2),
+        retry_interval: Duration::from_secs(1),
+        short_retry: Duration::from_millis(200),
+        status_heartbeat: Duration::from_secs(30),
+        resync_interval: Duration::from_secs(30),
+        cluster_inflight: 0,
+        lease_name: "courier-leader".into(),
+        lease_duration: Duration::from_secs(3),
+        lease_renew_deadline: Duration::from_secs(2),
+        lease_retry_period: Duration::from_millis(300),
+    }
+}
+
+pub fn config() -> ControllerConfig {
+    ControllerConfig {
+        origin_id: ORIGIN.into(),
+        namespace: NS.into(),
+        concurrency: 8,
+        gc_interval: Duration::from_secs(2),
+        worker_lost_timeout: Duration::from_secs(300),
+        ..Default::default()
+    }
+}
+
+/// Polls `f` every 50 ms until it returns `Some`, or panics after `timeout` naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if start.elapsed() > timeout {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub async fn ensure_namespace(c: &Client, name: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    match Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("creating namespace {name}: {e}"),
+    }
+}
+
+pub async fn install_crd(c: &Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(c.clone());
+    api.create(&PostParams::default(), &courier_api::crd())
+        .await
+        .unwrap_or_else(|e| panic!("creating the CRD: {e}"));
+    eventually(
+        "the WorkerCluster CRD to be established",
+        Duration::from_secs(10),
+        || async {
+            let crd = api.get("workerclusters.courier.dev").await.ok()?;
+            let established = crd
+                .status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            // The CR endpoint must answer too.
+            let wcs: Api<WorkerCluster> = Api::all(c.clone());
+            (established && wcs.list(&ListParams::default()).await.is_ok()).then_some(())
+        },
+    )
+    .await;
+}
+
+pub async fn put_secret(c: &Client, name: &str, kubeconfig: &str) {
+    let api: Api<Secret> = Api::namespaced(c.clone(), NS);
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        data: Some(
+            [(
+                "kubeconfig".to_string(),
+                k8s_openapi::ByteString(kubeconfig.as_bytes().to_vec()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    let pp = PatchParams::apply("courier-tests").force();
+    api.patch(name, &pp, &Patch::Apply(&secret))
+        .await
+        .unwrap_or_else(|e| panic!("writing Secret {name}: {e}"));
+}
+
+pub async fn create_worker_cluster(c: &Client, name: &str, secret: &str, labels: &[(&str, &str)]) {
+    let mut wc = WorkerCluster::new(name, WorkerClusterSpec::new(secret));
+    wc.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    Api::<WorkerCluster>::all(c.clone())
+        .create(&PostParams::default(), &wc)
+        .await
+        .unwrap_or_else(|e| panic!("creating WorkerCluster {name}: {e}"));
+}
+
+pub async fn register(c: &Client, name: &str, kubeconfig: &str, labels: &[(&str, &str)]) {
+    let secret = format!("{name}-kubeconfig");
+    put_secret(c, &secret, kubeconfig).await;
+    create_worker_cluster(c, name, &secret, labels).await;
+}
+
+/// The Ready condition of a WorkerCluster: (status, reason, message).
+pub async fn ready_condition(c: &Client, name: &str) -> Option<(String, String, String)> {
+    let wc = Api::<WorkerCluster>::all(c.clone()).get(name).await.ok()?;
+    let cond = wc.status?.ready_condition()?.clone();
+    Some((cond.status, cond.reason, cond.message))
+}
+
+pub async fn wait_ready_reason(c: &Client, name: &str, status: &str, reason: &str) -> String {
+    eventually(
+        &format!("WorkerCluster {name} Ready={status} reason {reason}"),
+        Duration::from_secs(15),
+        || async {
+            let (s, r, m) = ready_condition(c, name).await?;
+            (s == status && r == reason).then_some(m)
+        },
+    )
+    .await
+}
+
+/// A Job Courier manages; `run_seconds` of simulated time per pod (speed 20).
+pub fn job(name: &str, run_seconds: u32) -> Value {
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": JOBS_NS, "labels": {"app": "demo"}},
+        "spec": {
+            "managedBy": "courier.dev/dispatcher",
+            "ttlSecondsAfterFinished": 3600,
+            "backoffLimit": 2,
+            "template": {
+                "metadata": {"annotations": {"sim/run-seconds": run_seconds.to_string()}},
+                "spec": {"restartPolicy": "Never",
+                         "containers": [{"name": "main", "image": "busybox:1.36"}]}
+            }
+        }
+    })
+}
+
+pub async fn submit(c: &Client, job: Value) -> Value {
+    let obj: DynamicObject = serde_json::from_value(job).unwrap_or_else(|e| panic!("{e}"));
+    let created = jobs(c, JOBS_NS)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating Job: {e}"));
+    serde_json::to_value(created).unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub async fn get(c: &Client, name: &str) -> Option<Value> {
+    let j = jobs(c, JOBS_NS).get_opt(name).await.ok()??;
+    serde_json::to_value(j).ok()
+}
+
+pub async fn merge_patch(c: &Client, name: &str, patch: Value) {
+    jobs(c, JOBS_NS)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("patching Job {name}: {e}"));
+}
+
+pub async fn delete(c: &Client, name: &str) {
+    jobs(c, JOBS_NS)
+        .delete(name, &DeleteParams::background())
+        .await
+        .unwrap_or_else(|e| panic!("deleting Job {name}: {e}"));
+}
+
+pub fn condition<'a>(job: &'a Value, type_: &str) -> Option<&'a Value> {
+    job.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+pub fn is_true(job: &Value, type_: &str) -> bool {
+    condition(job, type_).is_some_and(|c| c["status"] == "True")
+}
+
+pub fn label<'a>(job: &'a Value, key: &str) -> Option<&'a str> {
+    job.pointer("/metadata/labels")?.get(key)?.as_str()
+}
+
+pub fn annotation<'a>(job: &'a Value, key: &str) -> Option<&'a str> {
+    job.pointer("/metadata/annotations")?.get(key)?.as_str()
+}
+
+/// Waits until the origin satisfies `pred`.
+pub async fn wait_job(
+    c: &Client,
+    name: &str,
+    what: &str,
+    timeout: Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    eventually(&format!("Job {name}: {what}"), timeout, || async {
+        get(c, name).await.filter(|j| pred(j))
+    })
+    .await
+}
+
+pub async fn wait_finished(c: &Client, name: &str) -> Value {
+    wait_job(c, name, "finished", Duration::from_secs(30), |j| {
+        is_true(j, "Complete") || is_true(j, "Failed")
+    })
+    .await
+}
+
+/// (reason, note) of every event on the Job `name` in the jobs namespace.
+pub async fn events(c: &Client, name: &str) -> Vec<(String, String)> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("events.k8s.io", "v1", "Event"),
+        "events",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(c.clone(), JOBS_NS, &ar);
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing events: {e}"));
+    list.items
+        .into_iter()
+        .filter(|e| e.data.pointer("/regarding/name").and_then(Value::as_str) == Some(name))
+        .map(|e| {
+            (
+                e.data["reason"].as_str().unwrap_or_default().to_string(),
+                e.data["note"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+pub async fn wait_event(c: &Client, name: &str, reason: &str) -> String {
+    eventually(
+        &format!("event {reason} on Job {name}"),
+        Duration::from_secs(20),
+        || async {
+            events(c, name)
+                .await
+                .into_iter()
+                .find(|(r, _)| r == reason)
+                .map(|(_, n)| n)
+        },
+    )
+    .await
+}
+
+/// Everything a test needs: the clusters, clients to them, and the running controller.
+pub struct Env {
+    pub mgmt: Sim,
+    pub workers: Vec<Sim>,
+    pub mc: Client,
+    /// Admin clients of the workers, same order as `workers` (w1, w2).
+    pub wcs: Vec<Client>,
+    pub ctl: ControllerHandle,
+    pub stop: CancellationToken,
+    pub task: Option<JoinHandle<Result<(), ControllerError>>>,
+}
+
+pub struct Setup {
+    pub cfg: ControllerConfig,
+    pub tuning: Tuning,
+    /// Register w1 and w2 (with these labels) before the controller starts.
+    pub register: bool,
+    pub labels: [Vec<(&'static str, &'static str)>; 2],
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self {
+            cfg: config(),
+            tuning: tuning(),
+            register: true,
+            labels: [vec![("region", "eu")], vec![("region", "us")]],
+        }
+    }
+}
+
+impl Env {
+    pub async fn start() -> Env {
+        Self::with(Setup::default()).await
+    }
+
+    pub async fn with(setup: Setup) -> Env {
+        init_tracing();
+        let mgmt = sim(Role::Management, "mgmt").await;
+        let workers = vec![sim(Role::Worker, "w1").await, sim(Role::Worker, "w2").await];
+        let mc = client_for(&mgmt.kubeconfig()).await;
+        let mut wcs = Vec::new();
+        for w in &workers {
+            wcs.push(client_for(&w.kubeconfig()).await);
+        }
+        install_crd(&mc).await;
+        ensure_namespace(&mc, NS).await;
+        ensure_namespace(&mc, JOBS_NS).await;
+        if setup.register {
+            for (i, w) in workers.iter().enumerate() {
+                register(
+                    &mc,
+                    &format!("w{}", i + 1),
+                    &w.kubeconfig(),
+                    &setup.labels[i],
+                )
+                .await;
+            }
+        }
+        let controller = Controller::with_tuning(mc.clone(), setup.cfg, setup.tuning)
+            .unwrap_or_else(|e| panic!("controller: {e}"));
+        let ctl = controller.handle();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(controller.run(stop.clone()));
+        let env = Env {
+            mgmt,
+            workers,
+            mc,
+            wcs,
+            ctl,
+            stop,
+            task: Some(task),
+        };
+        tokio::time::timeout(Duration::from_secs(15), env.ctl.ready())
+            .await
+            .unwrap_or_else(|_| panic!("controller not ready"));
+        if setup.register {
+            for name in ["w1", "w2"] {
+                wait_ready_reason(&env.mc, name, "True", "Connected").await;
+            }
+        }
+        env
+    }
+
+    /// Admin client of worker `w1` / `w2`.
+    pub fn worker(&self, name: &str) -> &Client {
+        match name {
+            "w1" => &self.wcs[0],
+            "w2" => &self.wcs[1],
+            other => panic!("no worker {other}"),
+        }
+    }
+
+    pub fn worker_sim(&self, name: &str) -> &Sim {
+        match name {
+            "w1" => &self.workers[0],
+            "w2" => &self.workers[1],
+            other => panic!("no worker {other}"),
+        }
+    }
+
+    /// The Job named `name` on worker `cluster`, if any.
+    pub async fn mirror(&self, cluster: &str, name: &str) -> Option<Value> {
+        get(self.worker(cluster), name).await
+    }
+
+    /// Waits for the mirror on `cluster` to satisfy `pred`.
+    pub async fn wait_mirror(
+        &self,
+        cluster: &str,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        eventually(
+            &format!("mirror {name} on {cluster}: {what}"),
+            Duration::from_secs(20),
+            || async { self.mirror(cluster, name).await.filter(|m| pred(m)) },
+        )
+        .await
+    }
+
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        if let Some(t) = self.task.take() {
+            match tokio::time::timeout(Duration::from_secs(15), t).await {
+                Ok(Ok(Ok(()))) => {}
+                other => panic!("controller did not stop cleanly: {other:?}"),
+            }
+        }
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.mgmt.shutdown();
+        for w in &self.workers {
+            w.shutdown();
+        }
+    }
+}

@@ -1,0 +1,607 @@
+//! Worker clusters in real life (issue 4): credential policy and Secret problems reported on the
+//! WorkerCluster, rotation and lost rights, a blackholed worker that must not slow the others, a
+//! lost worker whose Jobs finish elsewhere (and whose stale mirrors are removed when it returns),
+//! dropped watches, orphan garbage collection, and two controller replicas with the leader killed.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, ensure};
+use courier_api::reasons::{
+    REASON_CONNECTED, REASON_FORBIDDEN, REASON_INVALID_KUBECONFIG, REASON_SECRET_NOT_FOUND,
+};
+use courier_e2e::{
+    Env, EnvOptions, check_mirrors, create_many, finished, job, mirror_epoch, origins, placement,
+    summary, wait_all_finished, wait_for, wait_one_mirror_each, with_spec,
+};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::ListParams;
+use serde_json::{Value, json};
+
+const NS: &str = "default";
+const T: Duration = Duration::from_secs(60);
+
+fn complete(_: &str) -> &'static str {
+    "Complete"
+}
+
+fn worker_kubeconfig(env: &Env, i: usize) -> anyhow::Result<Value> {
+    let text = std::fs::read_to_string(&env.workers[i].kubeconfig)?;
+    serde_saphyr::from_str(&text).map_err(|e| anyhow!("{e}"))
+}
+
+/// Exec and insecure kubeconfigs are refused with InvalidKubeconfig naming the field (and never
+/// the token), a missing Secret is SecretNotFound until it is created; with the flags the refused
+/// ones connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credential_policy_and_missing_secret() -> anyhow::Result<()> {
+    let mut env = Env::start(
+        "credentials",
+        EnvOptions {
+            workers: 1,
+            register_workers: false,
+            ..Default::default()
+        },
+    )
+    .await?;
+    let r = credentials_body(&mut env).await;
+    env.finish(r)
+}
+
+async fn credentials_body(env: &mut Env) -> anyhow::Result<()> {
+    let kc = worker_kubeconfig(env, 0)?;
+    let token = kc["users"][0]["user"]["token"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let plugin = env.dir.join("get-token.sh");
+    std::fs::write(
+        &plugin,
+        format!(
+            "#!/bin/sh\necho '{{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"{token}\"}}}}'\n"
+        ),
+    )?;
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let mut exec = kc.clone();
+    exec["users"][0]["user"] = json!({"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": plugin.display().to_string()}});
+    let mut insecure = kc.clone();
+    insecure["clusters"][0]["cluster"] =
+        json!({"server": kc["clusters"][0]["cluster"]["server"], "insecure-skip-tls-verify": true});
+    let none = BTreeMap::new();
+    env.put_kubeconfig_secret("exec-kc", &serde_json::to_string(&exec)?)
+        .await?;
+    env.create_worker_cluster("w-exec", "exec-kc", &none)
+        .await?;
+    env.put_kubeconfig_secret("insecure-kc", &serde_json::to_string(&insecure)?)
+        .await?;
+    env.create_worker_cluster("w-insecure", "insecure-kc", &none)
+        .await?;
+    env.create_worker_cluster("w-late", "late-kc", &none)
+        .await?;
+
+    let msg = env
+        .wait_cluster_condition("w-exec", "False", REASON_INVALID_KUBECONFIG, T)
+        .await?;
+    ensure!(
+        msg.contains("exec") && msg.contains("--allow-exec-kubeconfigs"),
+        "message {msg:?}"
+    );
+    ensure!(!msg.contains(&token), "the condition leaks the token");
+    let msg = env
+        .wait_cluster_condition("w-insecure", "False", REASON_INVALID_KUBECONFIG, T)
+        .await?;
+    ensure!(
+        msg.contains("insecure-skip-tls-verify") && msg.contains("--allow-insecure-kubeconfigs"),
+        "message {msg:?}"
+    );
+    let msg = env
+        .wait_cluster_condition("w-late", "False", REASON_SECRET_NOT_FOUND, T)
+        .await?;
+    ensure!(msg.contains("late-kc"), "message {msg:?}");
+    // The Secret appears: the cluster connects without a restart.
+    env.put_kubeconfig_secret("late-kc", &serde_json::to_string(&kc)?)
+        .await?;
+    env.wait_cluster_condition("w-late", "True", REASON_CONNECTED, T)
+        .await?;
+
+    // With the flags, the refused classes are accepted.
+    env.kill_controller();
+    env.set_controller_args(&["--allow-exec-kubeconfigs", "--allow-insecure-kubeconfigs"]);
+    env.start_controller()?;
+    env.wait_cluster_condition("w-exec", "True", REASON_CONNECTED, T)
+        .await?;
+    env.wait_cluster_condition("w-insecure", "True", REASON_CONNECTED, T)
+        .await?;
+    let log = std::fs::read_to_string(env.dir.join("controller.log")).unwrap_or_default();
+    ensure!(
+        !log.contains(&token),
+        "the controller log contains the token"
+    );
+    Ok(())
+}
+
+/// A kubeconfig rotated (new token, old one revoked) while Jobs run: they all finish and the
+/// cluster stays usable; then the token loses its rights: Ready=False (Forbidden).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotation_then_lost_rights() -> anyhow::Result<()> {
+    let mut env = Env::start(
+        "rotation",
+        EnvOptions {
+            workers: 1,
+            register_workers: false,
+            ..Default::default()
+        },
+    )
+    .await?;
+    let r = async {
+        let w = &env.workers[0];
+        w.add_token("tok-a", "courier-a", None).await?;
+        let file = env.dir.join("w1-a.kubeconfig");
+        std::fs::write(&file, w.kubeconfig_with_token("tok-a")?)?;
+        env.courier(&["cluster", "add", "w1", "--kubeconfig", &file.display().to_string()])
+            .await?
+            .ok()?;
+        env.wait_cluster_ready("w1", T).await?;
+        let jobs: Vec<Value> = (0..20).map(|i| job(&format!("rot-{i}"), &[("sim/run-seconds", "30")])).collect();
+        create_many(&env, NS, jobs, 8).await?;
+        env.wait_job(NS, "rot-0", "running", T, |j| j.status.as_ref().and_then(|s| s.active).unwrap_or(0) >= 1)
+            .await?;
+        w.add_token("tok-b", "courier-b", None).await?;
+        env.put_kubeconfig_secret("w1-kubeconfig", &w.kubeconfig_with_token("tok-b")?).await?;
+        // The old token is revoked right after the Secret changes, as an operator rotating a leaked
+        // token would: the controller must pick up the new kubeconfig without a restart.
+        w.admin("DELETE", "/tokens/tok-a", None).await?;
+        wait_all_finished(&env, NS, 20, T, complete).await?;
+        env.wait_cluster_condition("w1", "True", REASON_CONNECTED, T).await?;
+        // The token loses its rights.
+        w.add_token(
+            "tok-b",
+            "courier-b",
+            Some(json!({"allow": [{"verbs": ["get", "list", "watch"], "apiGroups": ["batch"], "resources": ["jobs"]}]})),
+        )
+        .await?;
+        let msg = env.wait_cluster_condition("w1", "False", REASON_FORBIDDEN, T).await?;
+        ensure!(!msg.contains("tok-b"), "condition leaks the token: {msg}");
+        Ok(())
+    }
+    .await;
+    env.finish(r)
+}
+
+/// Creates `jobs` (16 at a time) and measures, for each that lands on one of the `healthy`
+/// workers, the time from its create request to its mirror appearing there (polled every 20 ms
+/// while the creates are still going on).
+async fn dispatch_latencies(
+    env: &Env,
+    ns: &str,
+    jobs: Vec<Value>,
+    healthy: &[&str],
+) -> anyhow::Result<Vec<Duration>> {
+    use futures::StreamExt as _;
+    let n = jobs.len();
+    let names: std::collections::BTreeSet<String> = jobs
+        .iter()
+        .filter_map(|j| j["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    let start: std::sync::Mutex<BTreeMap<String, Instant>> = Default::default();
+    let creating = std::sync::atomic::AtomicBool::new(true);
+    let create = async {
+        let results: Vec<anyhow::Result<()>> = futures::stream::iter(jobs)
+            .map(|j| {
+                let start = &start;
+                async move {
+                    let name = j["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    start
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(name, Instant::now());
+                    env.create_job(ns, j).await.map(|_| ())
+                }
+            })
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        creating.store(false, std::sync::atomic::Ordering::SeqCst);
+        results.into_iter().collect::<anyhow::Result<Vec<()>>>()
+    };
+    let observe = async {
+        let workers: Vec<usize> = healthy
+            .iter()
+            .map(|w| env.worker_index(w))
+            .collect::<anyhow::Result<_>>()?;
+        let mut seen: BTreeMap<String, Instant> = BTreeMap::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut quiet_rounds = 0;
+        while Instant::now() < deadline {
+            let before = seen.len();
+            for &w in &workers {
+                for m in env.worker_jobs(w, ns).list(&ListParams::default()).await? {
+                    let name = m.metadata.name.clone().unwrap_or_default();
+                    if names.contains(&name) {
+                        seen.entry(name).or_insert_with(Instant::now);
+                    }
+                }
+            }
+            // Done when every Job is seen, or the creates are over and nothing new lands on the
+            // healthy workers for a second (the rest went to the faulty one).
+            if seen.len() >= n {
+                break;
+            }
+            quiet_rounds = if seen.len() == before {
+                quiet_rounds + 1
+            } else {
+                0
+            };
+            if !creating.load(std::sync::atomic::Ordering::SeqCst) && quiet_rounds >= 50 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        anyhow::Ok(seen)
+    };
+    let (created, seen) = tokio::join!(create, observe);
+    created?;
+    let seen = seen?;
+    let start = start.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut out: Vec<Duration> = seen
+        .iter()
+        .filter_map(|(name, t)| start.get(name).map(|s| t.duration_since(*s)))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+fn pct(v: &[Duration], p: f64) -> Duration {
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+/// One of three workers blackholed while 300 Jobs dispatch: dispatch latency on the two healthy
+/// workers stays within 2x of the all-healthy run with the same number of Jobs (plus the 20 ms
+/// polling resolution).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blackholed_worker_does_not_slow_the_others() -> anyhow::Result<()> {
+    let mut env = Env::start(
+        "blackhole",
+        EnvOptions {
+            workers: 3,
+            labels: vec![],
+            exclusive: true,
+            ..Default::default()
+        },
+    )
+    .await?;
+    let r = async {
+        let quick = |p: &str, i: usize| job(&format!("{p}-{i:03}"), &[("sim/run-seconds", "2")]);
+        let base = dispatch_latencies(
+            &env,
+            NS,
+            (0..300).map(|i| quick("base", i)).collect(),
+            &["w1", "w2"],
+        )
+        .await?;
+        env.workers[2]
+            .set_faults(json!({"blackhole": true}))
+            .await?;
+        let faulty = dispatch_latencies(
+            &env,
+            NS,
+            (0..300).map(|i| quick("bh", i)).collect(),
+            &["w1", "w2"],
+        )
+        .await?;
+        let (b50, b95, f50, f95) = (
+            pct(&base, 0.5),
+            pct(&base, 0.95),
+            pct(&faulty, 0.5),
+            pct(&faulty, 0.95),
+        );
+        eprintln!(
+            "dispatch latency on healthy workers: all healthy p50 {b50:?} p95 {b95:?} ({} Jobs); \
+             one blackholed p50 {f50:?} p95 {f95:?} ({} Jobs)",
+            base.len(),
+            faulty.len()
+        );
+        ensure!(
+            faulty.len() >= 150,
+            "only {} Jobs reached the healthy workers",
+            faulty.len()
+        );
+        let slack = Duration::from_millis(20);
+        ensure!(f50 <= b50 * 2 + slack, "p50 {f50:?} > 2 x {b50:?}");
+        ensure!(f95 <= b95 * 2 + slack, "p95 {f95:?} > 2 x {b95:?}");
+        env.workers[2].clear_faults().await?;
+        Ok(())
+    }
+    .await;
+    env.finish(r)
+}
+
+/// Worker lost past a short timeout: its unfinished Jobs are re-dispatched (epoch 2) and finish
+/// elsewhere; when it returns its stale mirrors are deleted and the origins' status never regresses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_lost_then_returns() -> anyhow::Result<()> {
+    let mut env = Env::start(
+        "worker-lost",
+        EnvOptions {
+            controller_args: vec!["--worker-lost-timeout".into(), "3s".into()],
+            ..Default::default()
+        },
+    )
+    .await?;
+    let r = async {
+        env.courier(&["cluster", "pause", "w2"]).await?.ok()?;
+        let jobs: Vec<Value> = (0..10)
+            .map(|i| job(&format!("lost-{i}"), &[("sim/run-seconds", "300")]))
+            .collect();
+        create_many(&env, NS, jobs, 8).await?;
+        for i in 0..10 {
+            let j = env
+                .wait_job(NS, &format!("lost-{i}"), "running on w1", T, |j| {
+                    placement(j).map(|p| p.0).as_deref() == Some("w1")
+                        && j.status.as_ref().and_then(|s| s.active).unwrap_or(0) >= 1
+                })
+                .await?;
+            ensure!(placement(&j) == Some(("w1".into(), 1)));
+        }
+        env.courier(&["cluster", "resume", "w2"]).await?.ok()?;
+        env.workers[0].set_faults(json!({"refuse": true})).await?;
+        for i in 0..10 {
+            let j = env
+                .wait_job(
+                    NS,
+                    &format!("lost-{i}"),
+                    "re-dispatched to w2 with epoch 2",
+                    Duration::from_secs(90),
+                    |j| placement(j) == Some(("w2".into(), 2)),
+                )
+                .await?;
+            ensure!(finished(&j).is_none(), "{}", summary(&j));
+        }
+        env.wait_event(NS, "lost-0", "Redispatched", T).await?;
+        let done = wait_all_finished(&env, NS, 10, T, complete).await?;
+        let succeeded: BTreeMap<String, i32> = done
+            .iter()
+            .map(|j| {
+                (
+                    j.metadata.name.clone().unwrap_or_default(),
+                    j.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0),
+                )
+            })
+            .collect();
+        // w1 comes back (its mirrors, epoch 1, finished there meanwhile): they are deleted and
+        // nothing of theirs reaches the origins.
+        env.workers[0].clear_faults().await?;
+        let w1 = env.worker_jobs(0, NS);
+        wait_for("stale mirrors on w1 deleted", T, || {
+            let w1 = w1.clone();
+            let env = &env;
+            let succeeded = &succeeded;
+            async move {
+                for j in origins(env, NS).await.map_err(|e| e.to_string())? {
+                    let name = j.metadata.name.clone().unwrap_or_default();
+                    if placement(&j) != Some(("w2".into(), 2)) || finished(&j) != Some("Complete") {
+                        return Err(format!("{name} regressed: {}", summary(&j)));
+                    }
+                    let s = j.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
+                    if s < succeeded.get(&name).copied().unwrap_or(0) {
+                        return Err(format!("{name}: succeeded went down to {s}"));
+                    }
+                }
+                let left = w1
+                    .list(&Default::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if left.items.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("{} Jobs left on w1", left.items.len()))
+                }
+            }
+        })
+        .await?;
+        check_mirrors(&env, NS).await?;
+        Ok(())
+    }
+    .await;
+    env.finish(r)
+}
+
+/// Workers restarted (every connection and watch dropped) and their watch history compacted while
+/// Jobs run: no status is missed, every origin completes with its counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_restart_drops_watches_without_missed_status() -> anyhow::Result<()> {
+    let mut env = Env::start("watch-drop", EnvOptions::default()).await?;
+    let r = async {
+        let jobs: Vec<Value> = (0..30)
+            .map(|i| {
+                with_spec(
+                    job(&format!("wd-{i}"), &[("sim/run-seconds", "20")]),
+                    "completions",
+                    json!(2),
+                )
+            })
+            .collect();
+        create_many(&env, NS, jobs, 8).await?;
+        env.wait_job(NS, "wd-0", "running", T, |j| {
+            j.status.as_ref().and_then(|s| s.active).unwrap_or(0) >= 1
+        })
+        .await?;
+        for w in &env.workers {
+            w.admin("POST", "/restart", None).await?;
+            w.admin("POST", "/compact", None).await?;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for w in &env.workers {
+            w.admin("POST", "/drop-watches", None).await?;
+        }
+        let done = wait_all_finished(&env, NS, 30, T, complete).await?;
+        for j in &done {
+            ensure!(
+                j.status.as_ref().and_then(|s| s.succeeded) == Some(2),
+                "{}",
+                summary(j)
+            );
+            ensure!(
+                placement(j).map(|p| p.1) == Some(1),
+                "re-dispatched: {}",
+                summary(j)
+            );
+        }
+        Ok(())
+    }
+    .await;
+    env.finish(r)
+}
+
+/// An origin deleted while its worker is down: once the worker-lost timeout passes the origin is
+/// released, and when the worker returns the orphaned mirror is garbage-collected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphan_mirror_collected_after_worker_returns() -> anyhow::Result<()> {
+    let mut env = Env::start(
+        "orphan",
+        EnvOptions {
+            controller_args: vec!["--worker-lost-timeout".into(), "3s".into()],
+            ..Default::default()
+        },
+    )
+    .await?;
+    let r = async {
+        env.courier(&["cluster", "pause", "w2"]).await?.ok()?;
+        env.create_job(NS, job("orphan", &[("sim/outcome", "hang")]))
+            .await?;
+        env.wait_job(NS, "orphan", "running on w1", T, |j| {
+            placement(j).map(|p| p.0).as_deref() == Some("w1")
+                && j.status.as_ref().and_then(|s| s.active).unwrap_or(0) >= 1
+        })
+        .await?;
+        // Another management cluster's mirror on the same worker: never Courier's to collect.
+        let mut other = job("other-origins", &[("sim/outcome", "hang")]);
+        other["spec"].as_object_mut().map(|s| s.remove("managedBy"));
+        other["metadata"]["labels"] = json!({
+            "courier.dev/origin": "another-management-cluster",
+            "courier.dev/origin-uid": "00000000-0000-0000-0000-000000000000",
+            "courier.dev/epoch": "1",
+        });
+        let other: Job = serde_json::from_value(other)?;
+        env.worker_jobs(0, NS)
+            .create(&Default::default(), &other)
+            .await?;
+        env.workers[0].set_faults(json!({"refuse": true})).await?;
+        env.delete_job(NS, "orphan").await?;
+        let jobs = env.jobs(NS);
+        wait_for(
+            "origin released while w1 is down",
+            Duration::from_secs(90),
+            || {
+                let jobs = jobs.clone();
+                async move {
+                    match jobs.get_opt("orphan").await.map_err(|e| e.to_string())? {
+                        None => Ok(()),
+                        Some(j) => Err(format!("finalizers {:?}", j.metadata.finalizers)),
+                    }
+                }
+            },
+        )
+        .await?;
+        env.workers[0].clear_faults().await?;
+        let w1 = env.worker_jobs(0, NS);
+        wait_for("orphan mirror collected on w1", T, || {
+            let w1 = w1.clone();
+            async move {
+                match w1.get_opt("orphan").await.map_err(|e| e.to_string())? {
+                    None => Ok(()),
+                    Some(m) => Err(format!("still there (epoch {:?})", mirror_epoch(&m))),
+                }
+            }
+        })
+        .await?;
+        // The sweep that removed it has run: the other origin's Job is still there.
+        ensure!(
+            env.worker_jobs(0, NS)
+                .get_opt("other-origins")
+                .await?
+                .is_some(),
+            "garbage collection deleted another origin id's Job"
+        );
+        Ok(())
+    }
+    .await;
+    env.finish(r)
+}
+
+/// Two replicas with leader election; the leader is killed mid-dispatch: the standby takes over,
+/// every Job completes, and there are never duplicate mirrors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_leader_killed_mid_dispatch() -> anyhow::Result<()> {
+    let mut env = Env::start(
+        "ha",
+        EnvOptions {
+            start_controller: false,
+            exclusive: true,
+            ..Default::default()
+        },
+    )
+    .await?;
+    let r = async {
+        let mut a = env.start_replica("replica-a", &["--leader-elect"])?;
+        let mut b = env.start_replica("replica-b", &["--leader-elect"])?;
+        env.wait_cluster_ready("w1", T).await?;
+        env.wait_cluster_ready("w2", T).await?;
+        let leases: Api<Lease> = Api::namespaced(env.mgmt_client.clone(), "courier-system");
+        let leader = || async {
+            let l = leases
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            l.items
+                .iter()
+                .find_map(|l| l.spec.as_ref().and_then(|s| s.holder_identity.clone()))
+                .filter(|h| !h.is_empty())
+                .ok_or_else(|| "no holder".to_string())
+        };
+        let first = wait_for("a leader", T, leader).await?;
+        let jobs: Vec<Value> = (0..200)
+            .map(|i| job(&format!("ha-{i:03}"), &[("sim/run-seconds", "1")]))
+            .collect();
+        let create = create_many(&env, NS, jobs, 16);
+        let (created, ()) = tokio::join!(create, tokio::time::sleep(Duration::from_millis(700)));
+        let killed_at = Instant::now();
+        match first.as_str() {
+            "replica-a" => a.kill9(),
+            "replica-b" => b.kill9(),
+            other => anyhow::bail!("unexpected leader {other}"),
+        }
+        created?;
+        check_mirrors(&env, NS).await?;
+        let second = wait_for("a new leader", Duration::from_secs(60), || async {
+            let h = leader().await?;
+            if h != first {
+                Ok(h)
+            } else {
+                Err(format!("still {h}"))
+            }
+        })
+        .await?;
+        eprintln!(
+            "leader {first} killed; {second} took over after {:?}",
+            killed_at.elapsed()
+        );
+        wait_all_finished(&env, NS, 200, Duration::from_secs(120), complete).await?;
+        wait_one_mirror_each(&env, NS, 200).await?;
+        Ok(())
+    }
+    .await;
+    env.finish(r.context("two replicas"))
+}
