@@ -116,6 +116,18 @@ pub enum Output {
     Yaml,
 }
 
+impl Output {
+    /// Prints `items` as JSON or YAML; false for `Table`, which each command renders itself.
+    pub fn print_structured<T: serde::Serialize>(self, items: &T) -> anyhow::Result<bool> {
+        match self {
+            Output::Json => println!("{}", serde_json::to_string_pretty(items)?),
+            Output::Yaml => print!("{}", serde_saphyr::to_string(items)?),
+            Output::Table => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct RemoveArgs {
     pub name: String,
@@ -563,16 +575,8 @@ async fn list_worker_clusters(client: &Client) -> anyhow::Result<Vec<WorkerClust
 async fn list(client: &Client, a: ListArgs) -> anyhow::Result<()> {
     let mut items = list_worker_clusters(client).await?;
     items.sort_by(|x, y| x.metadata.name.cmp(&y.metadata.name));
-    match a.output {
-        Output::Json => {
-            println!("{}", serde_json::to_string_pretty(&items)?);
-            return Ok(());
-        }
-        Output::Yaml => {
-            print!("{}", serde_saphyr::to_string(&items)?);
-            return Ok(());
-        }
-        Output::Table => {}
+    if a.output.print_structured(&items)? {
+        return Ok(());
     }
     if items.is_empty() {
         println!(

@@ -308,16 +308,8 @@ pub async fn jobs(a: JobsArgs) -> anyhow::Result<()> {
     items.sort_by(|x, y| {
         (&x.metadata.namespace, &x.metadata.name).cmp(&(&y.metadata.namespace, &y.metadata.name))
     });
-    match a.output {
-        Output::Json => {
-            println!("{}", serde_json::to_string_pretty(&items)?);
-            return Ok(());
-        }
-        Output::Yaml => {
-            print!("{}", serde_saphyr::to_string(&items)?);
-            return Ok(());
-        }
-        Output::Table => {}
+    if a.output.print_structured(&items)? {
+        return Ok(());
     }
     if items.is_empty() {
         println!(
