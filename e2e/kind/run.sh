@@ -86,7 +86,7 @@ say "creating kind clusters $MGMT, ${WORKERS[*]/#/$PREFIX-}"
 node_image=()
 [[ -n ${KIND_NODE_IMAGE:-} ]] && node_image=(--image "$KIND_NODE_IMAGE")
 create() { # name, kubeconfig key
-  kind create cluster --name "$1" "${node_image[@]}" --kubeconfig "$(kc "$2")" --wait 180s
+  kind create cluster --name "$1" ${node_image[@]+"${node_image[@]}"} --kubeconfig "$(kc "$2")" --wait 180s
   kind get kubeconfig --internal --name "$1" >"$(kc_internal "$2")"
 }
 create "$MGMT" mgmt
@@ -118,7 +118,10 @@ for i in "${!WORKERS[@]}"; do
   say "preparing worker $w and registering it"
   helm install courier-worker "$ROOT/charts/courier-worker" --kubeconfig "$(kc "$w")" \
     -n "$NS" --create-namespace --wait --timeout 3m
-  courier cluster kubeconfig --kubeconfig "$(kc_internal "$w")" --name "$w" \
+  # w1 from the chart's long-lived token Secret, w2 with a time-bound token (TokenRequest API).
+  token=()
+  [[ $w == w2 ]] && token=(--token-request --duration 24h)
+  courier cluster kubeconfig --kubeconfig "$(kc_internal "$w")" --name "$w" ${token[@]+"${token[@]}"} \
     --output-file "$WORK/$w-courier.kubeconfig"
   courier cluster add "$w" --kubeconfig "$WORK/$w-courier.kubeconfig" \
     --label region="${region[$i]}" --management-kubeconfig "$(kc_internal mgmt)" --wait 120s
@@ -163,8 +166,30 @@ helm upgrade courier "$ROOT/charts/courier" --kubeconfig "$(kc mgmt)" -n "$NS" \
 k_mgmt -n "$NS" rollout status deploy/courier --timeout 3m
 courier cluster list --management-kubeconfig "$(kc_internal mgmt)"
 
+helm upgrade courier-worker "$ROOT/charts/courier-worker" --kubeconfig "$(kc w1)" -n "$NS" \
+  --reuse-values --wait --timeout 3m
+
+say "rotating w1's token (docs/security.md)"
+kubectl --kubeconfig "$(kc w1)" -n "$NS" apply -f - <<'YAML'
+apiVersion: v1
+kind: Secret
+metadata:
+  name: courier-dispatcher-token-2
+  annotations: {kubernetes.io/service-account.name: courier-dispatcher}
+type: kubernetes.io/service-account-token
+YAML
+courier cluster kubeconfig --kubeconfig "$(kc_internal w1)" --name w1 \
+  --secret courier-dispatcher-token-2 --output-file "$WORK/w1-new.kubeconfig"
+k_mgmt -n "$NS" create secret generic w1-kubeconfig \
+  --from-file=kubeconfig="$WORK/w1-new.kubeconfig" --dry-run=client -o yaml | k_mgmt apply -f -
+# Deleting the old token Secret revokes its token. After a probe interval (at most a minute) the
+# controller must have moved to the new token: w1 Ready on it.
+kubectl --kubeconfig "$(kc w1)" -n "$NS" delete secret courier-dispatcher-token
+sleep 70
+k_mgmt wait --for=condition=Ready workercluster/w1 --timeout 2m
+
 say "deleting the Jobs (their mirrors go with them), removing the workers, uninstalling"
-k_mgmt delete jobs --all -n default --wait --timeout 3m
+k_mgmt delete jobs -A -l courier.dev/cluster --wait --timeout 3m
 for w in "${WORKERS[@]}"; do
   left=$(kubectl --kubeconfig "$(kc "$w")" get jobs -A -l courier.dev/origin -o name)
   [[ -z $left ]] || die "mirrors left on $w after their origins were deleted: $left"
