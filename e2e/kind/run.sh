@@ -161,6 +161,7 @@ if kubectl --kubeconfig "$(kc "$w")" label job hello --overwrite courier.dev/epo
 fi
 
 say "upgrading the management release"
+courier crds | k_mgmt apply -f -
 helm upgrade courier "$ROOT/charts/courier" --kubeconfig "$(kc mgmt)" -n "$NS" \
   --reuse-values --set workerLostTimeout=10m --wait --timeout 5m
 k_mgmt -n "$NS" rollout status deploy/courier --timeout 3m
@@ -191,15 +192,19 @@ k_mgmt wait --for=condition=Ready workercluster/w1 --timeout 2m
 say "deleting the Jobs (their mirrors go with them), removing the workers, uninstalling"
 k_mgmt delete jobs -A -l courier.dev/cluster --wait --timeout 3m
 for w in "${WORKERS[@]}"; do
-  left=$(kubectl --kubeconfig "$(kc "$w")" get jobs -A -l courier.dev/origin -o name)
+  for _ in $(seq 30); do
+    left=$(kubectl --kubeconfig "$(kc "$w")" get jobs -A -l courier.dev/origin -o name)
+    [[ -z $left ]] && break
+    sleep 1
+  done
   [[ -z $left ]] || die "mirrors left on $w after their origins were deleted: $left"
 done
 courier cluster remove w2 --drain --timeout 5m --management-kubeconfig "$(kc_internal mgmt)"
 courier cluster remove w1 --management-kubeconfig "$(kc_internal mgmt)"
+helm uninstall courier --kubeconfig "$(kc mgmt)" -n "$NS" --wait
+courier crds | k_mgmt delete -f -
 for w in "${WORKERS[@]}"; do
   helm uninstall courier-worker --kubeconfig "$(kc "$w")" -n "$NS" --wait
 done
-helm uninstall courier --kubeconfig "$(kc mgmt)" -n "$NS" --wait
-courier crds | k_mgmt delete -f -
 
 say "all checks passed"
