@@ -893,6 +893,8 @@ pub struct KubeconfigArgs {
 #[derive(Debug, Clone)]
 pub struct WorkerKubeconfig {
     pub yaml: String,
+    /// Its cluster, user and context name.
+    pub name: String,
     pub server: String,
     /// `system:serviceaccount:<namespace>:<name>`.
     pub user: String,
@@ -912,7 +914,12 @@ async fn print_worker_kubeconfig(a: KubeconfigArgs) -> anyhow::Result<()> {
             util::display_path(path)
         }
         None => {
-            print!("{}", out.yaml);
+            use std::io::Write as _;
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(out.yaml.as_bytes())
+                .and_then(|()| stdout.flush())
+                .context("writing the kubeconfig to standard output")?;
             "FILE".to_string()
         }
     };
@@ -926,7 +933,10 @@ async fn print_worker_kubeconfig(a: KubeconfigArgs) -> anyhow::Result<()> {
              (docs/operations.md, \"Rotating credentials\")."
         );
     }
-    eprintln!("Register it with: courier cluster add NAME --kubeconfig {target}");
+    eprintln!(
+        "Register it with: courier cluster add {} --kubeconfig {target}",
+        out.name
+    );
     Ok(())
 }
 
@@ -1011,7 +1021,10 @@ pub async fn worker_kubeconfig(a: &KubeconfigArgs) -> anyhow::Result<WorkerKubec
         .clone()
         .filter(|d| !d.trim().is_empty())
     {
-        (data, format!("{source} (context {})", admin.context))
+        (
+            data,
+            format!("the admin kubeconfig (context {})", admin.context),
+        )
     } else if let Some(path) = &admin_cluster.certificate_authority {
         let pem = std::fs::read(path)
             .with_context(|| format!("cannot read the CA file {path} named by {source}"))?;
@@ -1065,7 +1078,7 @@ pub async fn worker_kubeconfig(a: &KubeconfigArgs) -> anyhow::Result<WorkerKubec
             }),
             other: Default::default(),
         }],
-        current_context: Some(name),
+        current_context: Some(name.clone()),
         ..Default::default()
     };
     // Built from inline data only, so this holds by construction; checked because a kubeconfig the
@@ -1075,6 +1088,7 @@ pub async fn worker_kubeconfig(a: &KubeconfigArgs) -> anyhow::Result<WorkerKubec
     }
     Ok(WorkerKubeconfig {
         yaml: kubeconfig::to_yaml(&out)?,
+        name,
         server,
         user,
         token_source,
@@ -1422,6 +1436,37 @@ mod tests {
         let path = dir.join("w1-admin.kubeconfig");
         worker.write_kubeconfig(&path).expect("admin kubeconfig");
         (worker, path)
+    }
+
+    #[test]
+    fn kubeconfig_flags() {
+        use clap::Parser as _;
+        let parse = |args: &[&str]| {
+            crate::Cli::try_parse_from(["courier", "cluster", "kubeconfig"].iter().chain(args))
+        };
+        let kc = |args: &[&str]| match parse(args).map(|c| c.command) {
+            Ok(crate::Command::Cluster(ClusterArgs {
+                command: ClusterCommand::Kubeconfig(a),
+                ..
+            })) => *a,
+            other => panic!("{args:?} parsed as {other:?}"),
+        };
+        let a = kc(&[]);
+        assert_eq!(a.service_account, "courier-dispatcher");
+        assert_eq!(a.worker_namespace, "courier-system");
+        assert!(!a.token_request && a.duration.is_none() && a.secret.is_none());
+        let a = kc(&[
+            "--token-request",
+            "--duration",
+            "2h",
+            "--output-file",
+            "w.kubeconfig",
+        ]);
+        assert_eq!(a.duration, Some(Duration::from_secs(7200)));
+        assert_eq!(a.output_file, Some(PathBuf::from("w.kubeconfig")));
+        // A duration only means something for a requested token; a Secret is not requested.
+        assert!(parse(&["--duration", "1h"]).is_err());
+        assert!(parse(&["--secret", "s", "--token-request"]).is_err());
     }
 
     #[tokio::test]
