@@ -890,7 +890,6 @@ pub struct KubeconfigArgs {
 
 /// A kubeconfig built by `courier cluster kubeconfig`, and where its parts came from (for the
 /// summary on stderr; never the token itself).
-#[derive(Debug, Clone)]
 pub struct WorkerKubeconfig {
     pub yaml: String,
     /// Its cluster, user and context name.
@@ -904,6 +903,18 @@ pub struct WorkerKubeconfig {
     pub ca_source: String,
     /// Expiry of a TokenRequest token (RFC 3339).
     pub expires: Option<String>,
+}
+
+impl std::fmt::Debug for WorkerKubeconfig {
+    // Never print the kubeconfig: it holds the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerKubeconfig")
+            .field("name", &self.name)
+            .field("server", &self.server)
+            .field("user", &self.user)
+            .field("token_source", &self.token_source)
+            .finish_non_exhaustive()
+    }
 }
 
 async fn print_worker_kubeconfig(a: KubeconfigArgs) -> anyhow::Result<()> {
