@@ -3,7 +3,9 @@
 
     render.py CHART_DIR RELEASE NAMESPACE [VALUES_JSON]
 
-Prints one JSON object: {"templates": {path: rendered text}, "crds": [{"filename", "data"}]}.
+Prints one JSON object: {"templates": {path: rendered text}, "crds": [{"filename", "data"}],
+"lint": [{"severity", "path", "error"}]} (lint: `helm lint --strict` with the same values; severity 1 =
+info, 2 = warning, 3 = error).
 Exit status 3 when the library is missing (the message says how to install it), 1 on a render error.
 """
 
@@ -30,10 +32,14 @@ def main() -> int:
         with helm.Chart.load(chart_dir) as chart:
             templates = chart.render(values, name=release, namespace=namespace, is_install=True)
             crds = [{"filename": c["filename"], "data": c["data"]} for c in chart.crds]
+        report = helm.lint(chart_dir, values, strict=True, namespace=namespace)
+        lint = report.get("messages", []) + [
+            {"severity": 3, "path": "", "error": e} for e in report.get("errors", [])
+        ]
     except helm.HelmError as e:
         print(f"helm could not render {chart_dir}: {e}", file=sys.stderr)
         return 1
-    json.dump({"templates": templates, "crds": crds}, sys.stdout)
+    json.dump({"templates": templates, "crds": crds, "lint": lint}, sys.stdout)
     return 0
 
 
