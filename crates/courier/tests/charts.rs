@@ -50,7 +50,13 @@ impl Rendered {
     }
 }
 
-fn render(chart: &str, release: &str, namespace: &str, values: &Value) -> Rendered {
+/// Runs charts/render.py: the parsed JSON it prints, or Helm's error (bad values, template errors).
+fn try_render(
+    chart: &str,
+    release: &str,
+    namespace: &str,
+    values: &Value,
+) -> Result<Value, String> {
     let script = repo().join("charts/render.py");
     assert!(
         script.is_file(),
@@ -70,17 +76,19 @@ fn render(chart: &str, release: &str, namespace: &str, values: &Value) -> Render
         });
     let stderr = String::from_utf8_lossy(&out.stderr);
     match out.status.code() {
-        Some(0) => {}
+        Some(0) => Ok(serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("charts/render.py printed no JSON ({e}): {stderr}"))),
+        Some(1) => Err(stderr.into_owned()),
         Some(3) => panic!(
             "the Helm v4 Python library is missing, so the charts cannot be rendered: {stderr}"
         ),
-        _ => panic!(
-            "rendering {chart} with {values} failed ({}): {stderr}",
-            out.status
-        ),
+        _ => panic!("charts/render.py failed ({}): {stderr}", out.status),
     }
-    let parsed: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("charts/render.py printed no JSON ({e}): {stderr}"));
+}
+
+fn render(chart: &str, release: &str, namespace: &str, values: &Value) -> Rendered {
+    let parsed = try_render(chart, release, namespace, values)
+        .unwrap_or_else(|e| panic!("rendering {chart} with {values} failed: {e}"));
     let mut docs = Vec::new();
     let mut notes = String::new();
     let templates = parsed["templates"]
@@ -323,6 +331,39 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
     check_placement(&off, NS, "w");
     assert!(off.of_kind("ValidatingAdmissionPolicy").is_empty());
     assert!(off.of_kind("ValidatingAdmissionPolicyBinding").is_empty());
+}
+
+#[test]
+fn values_schemas_refuse_mistakes_at_install_time() {
+    #[rustfmt::skip]
+    let bad: &[(&str, Value, &str)] = &[
+        ("courier", json!({"redispatchOnWorkerLoss": "sometimes"}), "/redispatchOnWorkerLoss"),
+        ("courier", json!({"gcInterval": "1 minute"}), "/gcInterval"),
+        ("courier", json!({"workerLostTimeout": 900}), "/workerLostTimeout"),
+        ("courier", json!({"origin": "-not-a-label-value"}), "/origin"),
+        ("courier", json!({"metricsPort": "8080"}), "/metricsPort"),
+        ("courier", json!({"serviceMonitor": true}), "/serviceMonitor"),
+        ("courier", json!({"replicaCount": 3}), "replicaCount"),
+        ("courier-worker", json!({"serviceAccount": "Not_A_Name"}), "/serviceAccount"),
+        ("courier-worker", json!({"protectMirrorLabels": "yes"}), "/protectMirrorLabels"),
+        ("courier-worker", json!({"extraAllowedUsernames": "alice"}), "/extraAllowedUsernames"),
+    ];
+    for (chart, values, field) in bad {
+        match try_render(chart, "r", NS, values) {
+            Ok(_) => panic!("{chart} accepted invalid values {values}"),
+            Err(e) => assert!(
+                e.contains(field),
+                "{chart} {values}: the error names {field}: {e}"
+            ),
+        }
+    }
+    // Durations as `courier run` writes them pass.
+    for d in ["90s", "1h30m", "500ms", "2.5m"] {
+        assert!(
+            try_render("courier", "r", NS, &json!({"gcInterval": d})).is_ok(),
+            "{d}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
