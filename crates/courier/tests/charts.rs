@@ -229,6 +229,7 @@ const KINDS: &[(&str, bool)] = &[
     ("Deployment", true),
     ("Service", true),
     ("ServiceMonitor", true),
+    ("PodDisruptionBudget", true),
     ("Role", true),
     ("RoleBinding", true),
     ("ClusterRole", false),
@@ -282,6 +283,7 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
             "ClusterRole",
             "ClusterRoleBinding",
             "Deployment",
+            "PodDisruptionBudget",
             "Role",
             "RoleBinding",
             "Service",
@@ -751,6 +753,21 @@ fn check_deployment(r: &Rendered, ns: &str, values: &Value) {
         }
     }
 
+    // Replicas spread over nodes, and a drain keeps one running.
+    let spread =
+        &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(
+        spread["podAffinityTerm"]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    assert_eq!(
+        spread["podAffinityTerm"]["labelSelector"]["matchLabels"],
+        d["spec"]["selector"]["matchLabels"]
+    );
+    let pdb = r.one("PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(pdb["spec"]["selector"], d["spec"]["selector"]);
+
     // `courier run` itself accepts every flag and value: it gets past argument parsing (clap exits 2
     // on an unknown flag or a bad value) and stops at the missing kubeconfig.
     let out = Command::new(env!("CARGO_BIN_EXE_courier"))
@@ -800,6 +817,11 @@ fn deployment_is_hardened_and_courier_run_accepts_its_arguments() {
             "{f} off by default"
         );
     }
+    let single = render("courier", "courier", NS, &json!({"replicas": 1}));
+    assert!(
+        single.of_kind("PodDisruptionBudget").is_empty(),
+        "minAvailable 1 with one replica would block every drain"
+    );
     assert_eq!(flag(&custom, "gc-interval"), Some("30s"));
     assert_eq!(flag(&custom, "worker-lost-timeout"), Some("5m"));
     assert_eq!(flag(&custom, "redispatch-on-worker-loss"), Some("never"));
