@@ -382,12 +382,7 @@ async fn the_chart_crd_applies_to_kubesim_and_serves_worker_clusters() {
     })
     .await
     .unwrap_or_else(|e| panic!("kubesim: {e}"));
-    let kc = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig())
-        .unwrap_or_else(|e| panic!("kubeconfig: {e}"));
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("config: {e}"));
-    let client = kube::Client::try_from(cfg).unwrap_or_else(|e| panic!("client: {e}"));
+    let client = client_for(&sim.kubeconfig()).await;
 
     let crd_ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
@@ -1199,7 +1194,11 @@ async fn the_charts_rights_are_enough_to_dispatch_a_job() {
     // The admin does what the chart and `courier cluster add` do: CRD, namespaces, Secret, WorkerCluster.
     let admin = client_for(&mgmt.kubeconfig()).await;
     let r = management_default();
-    let crd: Value = serde_saphyr::from_str(&r.crds[0].1).unwrap_or_else(|e| panic!("CRD: {e}"));
+    let (_, crd_text) = r
+        .crds
+        .first()
+        .unwrap_or_else(|| panic!("the chart has no CRD"));
+    let crd: Value = serde_saphyr::from_str(crd_text).unwrap_or_else(|e| panic!("CRD: {e}"));
     let crd_ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
         "customresourcedefinitions",
