@@ -1016,6 +1016,9 @@ fn admission_policy_protects_mirrors_and_lets_the_cluster_run_them() {
     finalized["metadata"]["finalizers"] = json!([]);
     let mut running = mirror.clone();
     running["status"] = json!({"active": 1, "ready": 1});
+    // A status write as the API server admits it: the spec is reset to the stored one first.
+    let mut relabelled_status = job_with(&with_label(MIRROR, "courier.dev/origin", "other"), 1);
+    relabelled_status["status"] = json!({"active": 1});
     let mut annotated = mirror.clone();
     annotated["metadata"]["annotations"] = json!({"note": "mine"});
 
@@ -1054,6 +1057,7 @@ fn admission_policy_protects_mirrors_and_lets_the_cluster_run_them() {
         ("Courier patches a mirror's spec and epoch", update(courier, &mirror, job_with(&with_label(MIRROR, "courier.dev/epoch", "2"), 3)), true),
         ("the garbage collector removes a mirror's finalizer", update(GC, &finalizing, finalized), true),
         ("the Job controller writes a mirror's status", Req { subresource: "status", ..update(JOB_CONTROLLER, &mirror, running) }, true),
+        ("a cluster admin rewrites a mirror's labels through the status subresource", Req { subresource: "status", ..update(ADMIN, &mirror, relabelled_status) }, false),
         ("the Job controller may not change a mirror's spec through the main resource", update(JOB_CONTROLLER, &mirror, job_with(MIRROR, 5)), false),
         ("a user deletes a mirror (not guarded)", Req { operation: "DELETE", ..update(ALICE, &mirror, mirror.clone()) }, true),
     ];
