@@ -17,6 +17,7 @@
 //! - `gc`: periodic and on-reconnect sweeps of orphaned and stale mirrors.
 //! - `leader`: Lease-based leader election.
 //! - `metrics`, `http`: Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
+//! - [`api_calls`]: every API call the controller makes (rights probes, RBAC tests of the charts).
 //! - [`credentials`]: kubeconfig policy checks and client building (public: `courier cluster add`
 //!   can apply the same checks before storing a kubeconfig).
 
@@ -27,6 +28,7 @@ use std::time::Duration;
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
+pub mod api_calls;
 pub mod backoff;
 pub mod credentials;
 mod errors;

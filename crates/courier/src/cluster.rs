@@ -378,11 +378,8 @@ pub async fn check_worker(min: &Minified, timeout: Duration) -> anyhow::Result<W
              v1.30 on: upgrade the cluster"
         );
     }
-    let mut needed: Vec<(&str, &str, &str)> = ["create", "get", "list", "watch", "patch", "delete"]
-        .into_iter()
-        .map(|v| (v, "batch", "jobs"))
-        .collect();
-    needed.push(("create", "", "namespaces"));
+    // The same rights the controller's probe reviews: its table of worker calls.
+    let needed = courier_controller::api_calls::worker_rights();
     let ssar: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut missing = Vec::new();
     for (verb, group, resource) in needed {

@@ -131,6 +131,7 @@ impl Sim {
             server_address: addr.to_string(),
             version: opts.server_version.clone(),
             requests: AtomicU64::new(0),
+            recorded: Default::default(),
         });
         let shutdown = CancellationToken::new();
         tokio::spawn(crate::http::serve(
@@ -236,6 +237,17 @@ impl Sim {
         self.state
             .requests
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Starts recording every resource request (user, verb, group, resource, subresource, namespace,
+    /// name, allowed) from now on; see [`crate::record`].
+    pub fn record_requests(&self) {
+        self.state.recorded.start();
+    }
+
+    /// The requests recorded since `record_requests` (recording continues).
+    pub fn recorded_requests(&self) -> Vec<crate::record::RecordedRequest> {
+        self.state.recorded.snapshot()
     }
 
     pub fn shutdown(&self) {

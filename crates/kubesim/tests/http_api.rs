@@ -597,3 +597,88 @@ async fn kubeconfig_verifies_tls_against_the_generated_ca() {
     a.shutdown();
     b.shutdown();
 }
+
+#[tokio::test]
+async fn recorded_requests_name_user_verb_resource_subresource_and_namespace() {
+    let sim = sim(Role::ApiServer).await;
+    let admin = client(&sim).await;
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), "default");
+    jobs.create(&PostParams::default(), &job("before"))
+        .await
+        .unwrap();
+    sim.record_requests();
+    jobs.get("before").await.unwrap();
+    jobs.patch_status(
+        "before",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": {}})),
+    )
+    .await
+    .unwrap();
+    sim.add_token("weak", "weak-user", kubesim::kinds::ssar::RuleSet::none());
+    let kc = Kubeconfig::from_yaml(&sim.kubeconfig_for("weak")).unwrap();
+    let weak = Client::try_from(
+        Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let all: Api<Job> = Api::all(weak);
+    assert!(all.list(&ListParams::default()).await.is_err());
+
+    let seen: Vec<_> = sim
+        .recorded_requests()
+        .into_iter()
+        .map(|r| {
+            let a = r.attributes;
+            (
+                r.user,
+                a.verb,
+                a.group,
+                a.resource,
+                a.subresource,
+                a.namespace,
+                a.name,
+                r.allowed,
+            )
+        })
+        .collect();
+    let s = |x: &str| x.to_string();
+    assert_eq!(
+        seen,
+        vec![
+            (
+                s("kubesim-admin"),
+                s("get"),
+                s("batch"),
+                s("jobs"),
+                s(""),
+                s("default"),
+                s("before"),
+                true
+            ),
+            (
+                s("kubesim-admin"),
+                s("patch"),
+                s("batch"),
+                s("jobs"),
+                s("status"),
+                s("default"),
+                s("before"),
+                true
+            ),
+            (
+                s("weak-user"),
+                s("list"),
+                s("batch"),
+                s("jobs"),
+                s(""),
+                s(""),
+                s(""),
+                false
+            ),
+        ],
+        "the create before recording started is not there"
+    );
+    sim.shutdown();
+}

@@ -35,17 +35,6 @@ use crate::credentials::{self, ClientTimeouts};
 use crate::errors::{CallError, human, with_timeout};
 use crate::shared::Shared;
 
-/// The rights Courier needs on a worker: (verb, API group, resource).
-pub const REQUIRED_RIGHTS: [(&str, &str, &str); 7] = [
-    ("create", "batch", "jobs"),
-    ("get", "batch", "jobs"),
-    ("list", "batch", "jobs"),
-    ("watch", "batch", "jobs"),
-    ("patch", "batch", "jobs"),
-    ("delete", "batch", "jobs"),
-    ("create", "", "namespaces"),
-];
-
 /// Watches may stay silent up to their server-side timeout; the read timeout allows that plus this.
 const WATCH_READ_MARGIN: Duration = Duration::from_secs(30);
 /// Re-check interval while a connected cluster waits for its cache.
@@ -326,11 +315,12 @@ async fn probe(shared: &Shared, conn: &Connection) -> Result<String, (&'static s
             Err(e) => return Err(classify(&conn.server, &e)),
         }
     };
-    let reviews = REQUIRED_RIGHTS
+    let rights: Vec<_> = crate::api_calls::worker_rights().collect();
+    let reviews = rights
         .iter()
         .map(|(verb, group, resource)| allowed(conn, verb, group, resource, deadline));
     let mut missing = Vec::new();
-    for ((verb, group, resource), r) in REQUIRED_RIGHTS.iter().zip(join_all(reviews).await) {
+    for ((verb, group, resource), r) in rights.iter().zip(join_all(reviews).await) {
         match r {
             Ok(true) => {}
             Ok(false) => missing.push(if group.is_empty() {

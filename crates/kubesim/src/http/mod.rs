@@ -44,6 +44,8 @@ pub struct ServerState {
     /// `gitVersion` reported by `/version`.
     pub version: String,
     pub requests: AtomicU64,
+    /// Resource requests, when a test turned recording on (`Sim::record_requests`).
+    pub recorded: crate::record::RequestLog,
 }
 
 /// Serves HTTPS on `listener` until `shutdown`. Follows the `refuse` fault by closing and re-binding
@@ -446,6 +448,9 @@ async fn resource_request(
         path: String::new(),
     };
     let decision = user.decide(&attrs);
+    state
+        .recorded
+        .record(&user.name, &attrs, decision.allowed());
     if !decision.allowed() {
         return Err(crate::kinds::ssar::forbidden_error(
             &user.name,

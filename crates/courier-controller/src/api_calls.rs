@@ -1,0 +1,171 @@
+//! Every Kubernetes API call Courier's controller makes, as data. Three things depend on this table:
+//! the worker rights probed with SelfSubjectAccessReviews (by the controller and by `courier cluster
+//! add`), a test that records what the controller really sends to kubesim and fails on any call
+//! missing here, and the chart tests that fail if the Helm charts' RBAC does not grant every entry.
+//! A new call in the code therefore needs a row here, and the row needs a rule in the charts.
+
+/// Which cluster a call goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The management cluster Courier runs in (`charts/courier`).
+    Management,
+    /// Every registered worker cluster (`charts/courier-worker`).
+    Worker,
+}
+
+/// Where a call may land, which decides whether a ClusterRole or a namespaced Role must grant it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Namespaced objects in any namespace, or a list/watch across all namespaces.
+    AnyNamespace,
+    /// Only Courier's own namespace (`--namespace`): a Role there is enough.
+    OwnNamespace,
+    /// A cluster-scoped resource.
+    Cluster,
+}
+
+/// Who has to grant a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// Courier's RBAC (the charts' Roles and ClusterRoles).
+    Rbac,
+    /// Every authenticated user, through the default `system:basic-user` ClusterRole.
+    Everyone,
+}
+
+/// One kind of request: verb on group/resource[/subresource].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiCall {
+    pub target: Target,
+    /// API group; empty for the core group.
+    pub group: &'static str,
+    /// Plural resource name.
+    pub resource: &'static str,
+    /// Empty unless the call goes to a subresource (`status`).
+    pub subresource: &'static str,
+    /// The authorization verb (get, list, watch, create, update, patch, delete).
+    pub verb: &'static str,
+    pub scope: Scope,
+    pub grant: Grant,
+    /// What the call is for (shown in docs and test failures).
+    pub why: &'static str,
+}
+
+const fn call(
+    target: Target,
+    group: &'static str,
+    resource: &'static str,
+    subresource: &'static str,
+    verb: &'static str,
+    scope: Scope,
+    why: &'static str,
+) -> ApiCall {
+    ApiCall {
+        target,
+        group,
+        resource,
+        subresource,
+        verb,
+        scope,
+        grant: Grant::Rbac,
+        why,
+    }
+}
+
+use Scope::{AnyNamespace, Cluster, OwnNamespace};
+use Target::{Management as M, Worker as W};
+
+/// Calls to the management cluster.
+#[rustfmt::skip]
+pub const MANAGEMENT_CALLS: &[ApiCall] = &[
+    call(M, "batch", "jobs", "", "list", AnyNamespace, "origin Job cache (initial list)"),
+    call(M, "batch", "jobs", "", "watch", AnyNamespace, "origin Job cache"),
+    call(M, "batch", "jobs", "", "get", AnyNamespace, "fresh read of an origin (reconcile, GC confirmation)"),
+    call(M, "batch", "jobs", "", "patch", AnyNamespace, "intent (cluster label, epoch, finalizer) and finalizer removal"),
+    call(M, "batch", "jobs", "status", "patch", AnyNamespace, "copy the mirror's status onto the origin"),
+    call(M, "events.k8s.io", "events", "", "create", AnyNamespace, "events on origin Jobs"),
+    call(M, "events.k8s.io", "events", "", "patch", AnyNamespace, "repeated events on origin Jobs (series count)"),
+    call(M, "courier.dev", "workerclusters", "", "list", Cluster, "WorkerCluster registrations (initial list)"),
+    call(M, "courier.dev", "workerclusters", "", "watch", Cluster, "WorkerCluster registrations"),
+    call(M, "courier.dev", "workerclusters", "status", "patch", Cluster, "Ready condition, version, mirror count"),
+    call(M, "", "secrets", "", "list", OwnNamespace, "worker kubeconfig Secrets (initial list)"),
+    call(M, "", "secrets", "", "watch", OwnNamespace, "worker kubeconfig Secrets (rotation)"),
+    call(M, "coordination.k8s.io", "leases", "", "get", OwnNamespace, "leader election: read the Lease"),
+    call(M, "coordination.k8s.io", "leases", "", "create", OwnNamespace, "leader election: the first leader creates the Lease"),
+    call(M, "coordination.k8s.io", "leases", "", "update", OwnNamespace, "leader election: acquire, renew, release"),
+];
+
+/// Calls to every worker cluster.
+#[rustfmt::skip]
+pub const WORKER_CALLS: &[ApiCall] = &[
+    call(W, "batch", "jobs", "", "create", AnyNamespace, "create a mirror"),
+    call(W, "batch", "jobs", "", "get", AnyNamespace, "read a mirror back (adoption after AlreadyExists)"),
+    call(W, "batch", "jobs", "", "list", AnyNamespace, "mirror cache (initial list, label courier.dev/origin)"),
+    call(W, "batch", "jobs", "", "watch", AnyNamespace, "mirror cache"),
+    call(W, "batch", "jobs", "", "patch", AnyNamespace, "spec changes flowing down (suspend, parallelism, ...)"),
+    call(W, "batch", "jobs", "", "delete", AnyNamespace, "delete stale, orphaned and finished mirrors"),
+    call(W, "", "namespaces", "", "create", Cluster, "the origin's namespace when the worker lacks it"),
+    ApiCall {
+        grant: Grant::Everyone,
+        ..call(W, "authorization.k8s.io", "selfsubjectaccessreviews", "", "create", Cluster,
+               "probe that the credentials still hold every right above")
+    },
+];
+
+/// Every call, management first.
+pub fn all() -> impl Iterator<Item = &'static ApiCall> {
+    MANAGEMENT_CALLS.iter().chain(WORKER_CALLS)
+}
+
+/// The rights a worker's credentials must hold (what `courier cluster add` and the probe review):
+/// (verb, group, resource) of every worker call granted by RBAC. No worker call uses a subresource
+/// (a unit test holds that, so a new one cannot slip past the reviews).
+pub fn worker_rights() -> impl Iterator<Item = (&'static str, &'static str, &'static str)> {
+    WORKER_CALLS
+        .iter()
+        .filter(|c| c.grant == Grant::Rbac)
+        .map(|c| (c.verb, c.group, c.resource))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_unique_and_on_their_own_cluster() {
+        for (i, a) in all().enumerate() {
+            for b in all().skip(i + 1) {
+                assert!(
+                    (a.target, a.group, a.resource, a.subresource, a.verb)
+                        != (b.target, b.group, b.resource, b.subresource, b.verb),
+                    "duplicate row {a:?}"
+                );
+            }
+        }
+        assert!(
+            MANAGEMENT_CALLS
+                .iter()
+                .all(|c| c.target == Target::Management)
+        );
+        assert!(WORKER_CALLS.iter().all(|c| c.target == Target::Worker));
+    }
+
+    #[test]
+    fn worker_rights_cover_the_mirror_lifecycle() {
+        let rights: Vec<_> = worker_rights().collect();
+        for verb in ["create", "get", "list", "watch", "patch", "delete"] {
+            assert!(rights.contains(&(verb, "batch", "jobs")), "{verb} jobs");
+        }
+        assert!(rights.contains(&("create", "", "namespaces")));
+        assert!(
+            WORKER_CALLS.iter().all(|c| c.subresource.is_empty()),
+            "worker_rights() and the access reviews would need the subresource"
+        );
+        // Access reviews are open to everyone: probing for them would be circular.
+        assert!(
+            !rights
+                .iter()
+                .any(|(_, _, r)| *r == "selfsubjectaccessreviews")
+        );
+    }
+}

@@ -1,0 +1,1364 @@
+//! The Helm charts, rendered for real by the Helm v4 library (`charts/render.py`, PyPI package
+//! `helm-python-sdk`) with default and non-default values, then checked:
+//! - `helm lint --strict` finds nothing; every rendered document parses and lands where it should;
+//! - the CRD in `charts/courier/crds` is byte for byte what `courier crds` prints, and kubesim accepts
+//!   it and serves WorkerClusters through it;
+//! - the RBAC grants every API call in `courier_controller::api_calls` (itself checked against the
+//!   calls the controller really makes, in courier-controller's `api_calls` test) and nothing else;
+//! - the Deployment is hardened and `courier run` accepts every flag and value the chart passes;
+//! - the worker chart's ValidatingAdmissionPolicy, its exact expressions evaluated by a CEL
+//!   interpreter, allows and refuses what it should.
+//!
+//! Python 3 with helm-python-sdk is required (`.ci/run` installs it); without it these tests fail.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use courier_api::{WorkerCluster, WorkerClusterSpec};
+use courier_controller::api_calls::{self, ApiCall, Grant, Scope, Target};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kubesim::kinds::ssar::{AccessAttributes, Rule, RuleSet};
+use serde_json::{Value, json};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// One chart rendered: its manifests (template path, document), CRD files, and NOTES.txt.
+struct Rendered {
+    docs: Vec<(String, Value)>,
+    crds: Vec<(String, String)>,
+    notes: String,
+}
+
+impl Rendered {
+    fn of_kind(&self, kind: &str) -> Vec<&Value> {
+        self.docs
+            .iter()
+            .map(|(_, d)| d)
+            .filter(|d| d["kind"] == kind)
+            .collect()
+    }
+
+    fn one(&self, kind: &str) -> &Value {
+        match self.of_kind(kind).as_slice() {
+            [d] => d,
+            other => panic!("expected exactly one {kind}, found {}", other.len()),
+        }
+    }
+}
+
+/// Runs charts/render.py: the parsed JSON it prints, or Helm's error (bad values, template errors).
+fn try_render(
+    chart: &str,
+    release: &str,
+    namespace: &str,
+    values: &Value,
+) -> Result<Value, String> {
+    let script = repo().join("charts/render.py");
+    assert!(
+        script.is_file(),
+        "the chart renderer {} is missing",
+        script.display()
+    );
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(repo().join("charts").join(chart))
+        .args([release, namespace, &values.to_string()])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run python3 ({e}): the chart tests need Python 3 with the Helm v4 library \
+                 (`python3 -m pip install helm-python-sdk`; .ci/run installs it)"
+            )
+        });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => Ok(serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("charts/render.py printed no JSON ({e}): {stderr}"))),
+        Some(1) => Err(stderr.into_owned()),
+        Some(3) => panic!(
+            "the Helm v4 Python library is missing, so the charts cannot be rendered: {stderr}"
+        ),
+        _ => panic!("charts/render.py failed ({}): {stderr}", out.status),
+    }
+}
+
+fn render(chart: &str, release: &str, namespace: &str, values: &Value) -> Rendered {
+    let parsed = try_render(chart, release, namespace, values)
+        .unwrap_or_else(|e| panic!("rendering {chart} with {values} failed: {e}"));
+    let mut docs = Vec::new();
+    let mut notes = String::new();
+    let templates = parsed["templates"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no templates in {parsed}"));
+    for (path, text) in templates {
+        let text = text.as_str().unwrap_or_default();
+        if path.ends_with("NOTES.txt") {
+            notes = text.to_string();
+            continue;
+        }
+        let parsed: Vec<Value> = serde_saphyr::from_multiple(text)
+            .unwrap_or_else(|e| panic!("{chart}: {path} is not valid YAML: {e}\n{text}"));
+        for doc in parsed.into_iter().filter(|d| !d.is_null()) {
+            for field in ["/apiVersion", "/kind", "/metadata/name"] {
+                assert!(
+                    doc.pointer(field).and_then(Value::as_str).is_some(),
+                    "{chart}: a document in {path} has no {field}: {doc:#}"
+                );
+            }
+            docs.push((path.clone(), doc));
+        }
+    }
+    // `helm lint --strict`: nothing above info (Helm's only info today: "icon is recommended").
+    let findings: Vec<&Value> = parsed["lint"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["severity"].as_i64().is_none_or(|s| s >= 2))
+        .collect();
+    assert!(
+        findings.is_empty(),
+        "helm lint --strict on {chart} with {values}: {findings:#?}"
+    );
+    let crds = parsed["crds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["filename"].as_str().unwrap_or_default().to_string(),
+                c["data"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    Rendered { docs, crds, notes }
+}
+
+// ------------------------------------------------------------------------------- value sets
+
+const NS: &str = "courier-system";
+
+fn management_default() -> Rendered {
+    render("courier", "courier", NS, &json!({}))
+}
+
+/// Every knob changed, in another namespace.
+fn management_custom_values() -> Value {
+    json!({
+        "image": {"repository": "registry.example.com/courier", "tag": "1.2.3", "pullPolicy": "Always"},
+        "origin": "eu-mgmt",
+        "replicas": 3,
+        "concurrency": 4,
+        "maxRedispatch": 1,
+        "workerLostTimeout": "5m",
+        "redispatchOnWorkerLoss": "never",
+        "gcInterval": "30s",
+        "metricsPort": 9100,
+        "logLevel": "info,courier_controller=debug",
+        "credentials": {"allowExecPlugins": true, "allowFileReferences": true, "allowInsecureTLS": true},
+        "serviceMonitor": {"enabled": true, "interval": "15s", "labels": {"release": "prom"}},
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+    })
+}
+
+fn management_custom() -> Rendered {
+    render(
+        "courier",
+        "dispatch",
+        "batch-control",
+        &management_custom_values(),
+    )
+}
+
+fn worker_default() -> Rendered {
+    render("courier-worker", "courier-worker", NS, &json!({}))
+}
+
+const CUSTOM_WORKER_NS: &str = "batch-ops";
+const EXTRA_ALLOWED: &str = "system:serviceaccount:courier-system:courier";
+
+fn worker_custom() -> Rendered {
+    render(
+        "courier-worker",
+        "w",
+        CUSTOM_WORKER_NS,
+        &json!({
+            "serviceAccount": "dispatcher-eu",
+            "tokenSecret": false,
+            "extraAllowedUsernames": [EXTRA_ALLOWED],
+        }),
+    )
+}
+
+// ------------------------------------------------------------------------------- documents
+
+#[test]
+fn crd_in_the_chart_is_what_courier_crds_prints() {
+    let path = repo().join("charts/courier/crds/workercluster.yaml");
+    let committed = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let out = Command::new(env!("CARGO_BIN_EXE_courier"))
+        .arg("crds")
+        .output()
+        .unwrap_or_else(|e| panic!("running courier crds: {e}"));
+    assert!(out.status.success(), "courier crds failed: {out:?}");
+    assert!(
+        committed == out.stdout,
+        "charts/courier/crds/workercluster.yaml differs from `courier crds` (the CRD is generated \
+         from the Rust types in courier-api). Regenerate it with:\n  \
+         cargo run -p courier -- crds > charts/courier/crds/workercluster.yaml"
+    );
+    // Helm installs it from crds/ (before the templates, never templated).
+    let r = management_default();
+    let text = String::from_utf8_lossy(&committed);
+    assert_eq!(
+        r.crds,
+        vec![(
+            "courier/crds/workercluster.yaml".to_string(),
+            text.to_string()
+        )]
+    );
+}
+
+/// Kinds each chart may render, and whether they are namespaced.
+const KINDS: &[(&str, bool)] = &[
+    ("ServiceAccount", true),
+    ("Secret", true),
+    ("Deployment", true),
+    ("Service", true),
+    ("ServiceMonitor", true),
+    ("PodDisruptionBudget", true),
+    ("Role", true),
+    ("RoleBinding", true),
+    ("ClusterRole", false),
+    ("ClusterRoleBinding", false),
+    ("ValidatingAdmissionPolicy", false),
+    ("ValidatingAdmissionPolicyBinding", false),
+];
+
+fn kinds(r: &Rendered) -> Vec<&str> {
+    let mut k: Vec<&str> = r
+        .docs
+        .iter()
+        .filter_map(|(_, d)| d["kind"].as_str())
+        .collect();
+    k.sort();
+    k
+}
+
+fn check_placement(r: &Rendered, ns: &str, release: &str) {
+    for (path, d) in &r.docs {
+        let kind = d["kind"].as_str().unwrap_or_default();
+        let Some((_, namespaced)) = KINDS.iter().find(|(k, _)| *k == kind) else {
+            panic!("{path}: unexpected kind {kind}");
+        };
+        let got = d.pointer("/metadata/namespace").and_then(Value::as_str);
+        if *namespaced {
+            assert_eq!(
+                got,
+                Some(ns),
+                "{path}: {kind} must be in the release namespace"
+            );
+        } else {
+            assert_eq!(got, None, "{path}: {kind} is cluster-scoped");
+        }
+        assert_eq!(
+            d.pointer("/metadata/labels/app.kubernetes.io~1instance"),
+            Some(&json!(release)),
+            "{path}: {kind} carries the release's labels"
+        );
+    }
+    assert!(!r.notes.trim().is_empty(), "NOTES.txt renders");
+}
+
+#[test]
+fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
+    let m = management_default();
+    check_placement(&m, NS, "courier");
+    assert_eq!(
+        kinds(&m),
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "PodDisruptionBudget",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "ServiceAccount"
+        ]
+    );
+    let mc = management_custom();
+    check_placement(&mc, "batch-control", "dispatch");
+    assert_eq!(mc.of_kind("ServiceMonitor").len(), 1);
+
+    let w = worker_default();
+    check_placement(&w, NS, "courier-worker");
+    assert_eq!(
+        kinds(&w),
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Secret",
+            "ServiceAccount",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
+        ]
+    );
+    let secret = w.one("Secret");
+    assert_eq!(secret["type"], "kubernetes.io/service-account-token");
+    assert_eq!(
+        secret.pointer("/metadata/annotations/kubernetes.io~1service-account.name"),
+        Some(&json!("courier-dispatcher"))
+    );
+    assert!(w.notes.contains("courier-dispatcher-token"), "{}", w.notes);
+
+    let wc = worker_custom();
+    check_placement(&wc, CUSTOM_WORKER_NS, "w");
+    assert!(wc.of_kind("Secret").is_empty(), "tokenSecret=false");
+    assert!(
+        wc.notes
+            .contains("kubectl -n batch-ops create token dispatcher-eu"),
+        "without a token Secret, NOTES.txt explains bound tokens: {}",
+        wc.notes
+    );
+    let off = render(
+        "courier-worker",
+        "w",
+        NS,
+        &json!({"protectMirrorLabels": false}),
+    );
+    check_placement(&off, NS, "w");
+    assert!(off.of_kind("ValidatingAdmissionPolicy").is_empty());
+    assert!(off.of_kind("ValidatingAdmissionPolicyBinding").is_empty());
+}
+
+#[test]
+fn values_schemas_refuse_mistakes_at_install_time() {
+    #[rustfmt::skip]
+    let bad: &[(&str, Value, &str)] = &[
+        ("courier", json!({"redispatchOnWorkerLoss": "sometimes"}), "/redispatchOnWorkerLoss"),
+        ("courier", json!({"gcInterval": "1 minute"}), "/gcInterval"),
+        ("courier", json!({"workerLostTimeout": 900}), "/workerLostTimeout"),
+        ("courier", json!({"origin": "-not-a-label-value"}), "/origin"),
+        ("courier", json!({"metricsPort": "8080"}), "/metricsPort"),
+        ("courier", json!({"serviceMonitor": true}), "/serviceMonitor"),
+        ("courier", json!({"replicaCount": 3}), "replicaCount"),
+        ("courier-worker", json!({"serviceAccount": "Not_A_Name"}), "/serviceAccount"),
+        ("courier-worker", json!({"protectMirrorLabels": "yes"}), "/protectMirrorLabels"),
+        ("courier-worker", json!({"extraAllowedUsernames": "alice"}), "/extraAllowedUsernames"),
+    ];
+    for (chart, values, field) in bad {
+        match try_render(chart, "r", NS, values) {
+            Ok(_) => panic!("{chart} accepted invalid values {values}"),
+            Err(e) => assert!(
+                e.contains(field),
+                "{chart} {values}: the error names {field}: {e}"
+            ),
+        }
+    }
+    // Durations as `courier run` writes them pass.
+    for d in ["90s", "1h30m", "500ms", "2.5m"] {
+        assert!(
+            try_render("courier", "r", NS, &json!({"gcInterval": d})).is_ok(),
+            "{d}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_crd_applies_to_kubesim_and_serves_worker_clusters() {
+    let r = management_default();
+    let (_, text) = r
+        .crds
+        .first()
+        .unwrap_or_else(|| panic!("the chart has no CRD"));
+    let crd: Value = serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("CRD YAML: {e}"));
+    let sim = kubesim::Sim::start(kubesim::SimOptions {
+        role: kubesim::Role::Management,
+        ..Default::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("kubesim: {e}"));
+    let client = client_for(&sim.kubeconfig()).await;
+
+    let crd_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    );
+    let crds: Api<DynamicObject> = Api::all_with(client.clone(), &crd_ar);
+    let obj: DynamicObject = serde_json::from_value(crd).unwrap_or_else(|e| panic!("{e}"));
+    crds.create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("kubesim refused the chart's CRD: {e}"));
+
+    let wcs: Api<WorkerCluster> = Api::all(client.clone());
+    let mut wc = WorkerCluster::new("eu-1", WorkerClusterSpec::new("eu-1-kubeconfig"));
+    wc.metadata.labels = Some([("region".to_string(), "eu".to_string())].into());
+    let mut created = None;
+    for _ in 0..100 {
+        match wcs.create(&PostParams::default(), &wc).await {
+            Ok(c) => {
+                created = Some(c);
+                break;
+            }
+            // The CR endpoint appears once the CRD is established.
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let created = created.unwrap_or_else(|| panic!("no WorkerCluster could be created"));
+    assert_eq!(created.spec.kubeconfig_secret_ref.name, "eu-1-kubeconfig");
+    let back = wcs
+        .get("eu-1")
+        .await
+        .unwrap_or_else(|e| panic!("reading eu-1 back: {e}"));
+    assert_eq!(back.spec, created.spec);
+    // The schema is enforced: a negative weight is refused.
+    let mut bad = serde_json::to_value(WorkerCluster::new(
+        "bad",
+        WorkerClusterSpec::new("bad-kubeconfig"),
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    bad["spec"]["weight"] = json!(-1);
+    let wc_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("courier.dev", "v1alpha1", "WorkerCluster"),
+        "workerclusters",
+    );
+    let dyn_wcs: Api<DynamicObject> = Api::all_with(client, &wc_ar);
+    let bad: DynamicObject = serde_json::from_value(bad).unwrap_or_else(|e| panic!("{e}"));
+    match dyn_wcs.create(&PostParams::default(), &bad).await {
+        Err(kube::Error::Api(s)) if s.code == 422 => {}
+        other => panic!("a negative weight must be refused with 422, got {other:?}"),
+    }
+    sim.shutdown();
+}
+
+// ------------------------------------------------------------------------------- RBAC
+
+/// The rules granted to ServiceAccount `ns/sa`: ClusterRole rules apply everywhere, Role rules only in
+/// the Role's namespace. Returned as kubesim rules (the same matcher kubesim authorizes with) with
+/// the name of the role they came from.
+fn granted(r: &Rendered, ns: &str, sa: &str) -> Vec<(Rule, bool)> {
+    let bound = |binding: &Value| {
+        binding["subjects"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|s| s["kind"] == "ServiceAccount" && s["name"] == sa && s["namespace"] == ns)
+    };
+    let mut out = Vec::new();
+    for (binding_kind, role_kind, cluster_wide) in [
+        ("ClusterRoleBinding", "ClusterRole", true),
+        ("RoleBinding", "Role", false),
+    ] {
+        for b in r.of_kind(binding_kind).into_iter().filter(|b| bound(b)) {
+            assert_eq!(b["roleRef"]["kind"], role_kind, "{b:#}");
+            let role = r
+                .of_kind(role_kind)
+                .into_iter()
+                .find(|role| role["metadata"]["name"] == b["roleRef"]["name"])
+                .unwrap_or_else(|| panic!("{binding_kind} refers to a missing {role_kind}: {b:#}"));
+            for rule in role["rules"].as_array().into_iter().flatten() {
+                let list = |k: &str| -> Vec<String> {
+                    rule[k]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                };
+                for k in ["verbs", "apiGroups", "resources"] {
+                    assert!(
+                        !list(k).iter().any(|v| v.contains('*')),
+                        "least privilege: no wildcards ({role_kind} {}: {rule})",
+                        role["metadata"]["name"]
+                    );
+                }
+                let mut kr = Rule::new(&[], &[], &[]).named(&format!(
+                    "{role_kind} {}",
+                    role["metadata"]["name"].as_str().unwrap_or_default()
+                ));
+                kr.verbs = list("verbs");
+                kr.api_groups = list("apiGroups");
+                kr.resources = list("resources");
+                kr.resource_names = list("resourceNames");
+                if !cluster_wide {
+                    kr = kr.in_namespaces(&[ns]);
+                }
+                out.push((kr, cluster_wide));
+            }
+        }
+    }
+    assert!(!out.is_empty(), "nothing is bound to {ns}/{sa}");
+    out
+}
+
+fn attrs(c: &ApiCall, namespace: &str) -> AccessAttributes {
+    AccessAttributes {
+        verb: c.verb.into(),
+        group: c.group.into(),
+        resource: c.resource.into(),
+        subresource: c.subresource.into(),
+        namespace: namespace.into(),
+        ..Default::default()
+    }
+}
+
+fn describe(c: &ApiCall) -> String {
+    let sub = if c.subresource.is_empty() {
+        String::new()
+    } else {
+        format!("/{}", c.subresource)
+    };
+    format!(
+        "{} {}{sub} (group {:?}, {:?}): {}",
+        c.verb, c.resource, c.group, c.scope, c.why
+    )
+}
+
+/// Every call of `target` is granted where it is made, calls in Courier's namespace are granted only
+/// there, and every granted (verb, group, resource) is a call of the table: nothing more.
+fn check_rbac(r: &Rendered, target: Target, ns: &str, sa: &str, chart: &str) {
+    let rules = granted(r, ns, sa);
+    let calls: Vec<&ApiCall> = api_calls::all()
+        .filter(|c| c.target == target && c.grant == Grant::Rbac)
+        .collect();
+    let allowed = |c: &ApiCall, namespace: &str| {
+        rules
+            .iter()
+            .any(|(rule, _)| rule.matches(&attrs(c, namespace)))
+    };
+    let mut missing = Vec::new();
+    for c in &calls {
+        let namespaces: &[&str] = match c.scope {
+            // A namespaced object anywhere, and a list/watch across all namespaces.
+            Scope::AnyNamespace => &["", "team-a"],
+            Scope::OwnNamespace => &[ns],
+            Scope::Cluster => &[""],
+        };
+        for n in namespaces {
+            if !allowed(c, n) {
+                missing.push(format!("{} in namespace {n:?}", describe(c)));
+            }
+        }
+        if c.scope == Scope::OwnNamespace {
+            assert!(
+                !allowed(c, "team-a") && !allowed(c, ""),
+                "{chart}: {} is granted beyond Courier's namespace",
+                describe(c)
+            );
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{chart}'s RBAC does not grant calls the controller makes (crates/courier-controller/src/\
+         api_calls.rs):\n  {}",
+        missing.join("\n  ")
+    );
+    for (rule, cluster_wide) in &rules {
+        for group in &rule.api_groups {
+            for resource in &rule.resources {
+                let (res, sub) = resource.split_once('/').unwrap_or((resource, ""));
+                for verb in &rule.verbs {
+                    let row = calls.iter().find(|c| {
+                        c.group == group
+                            && c.resource == res
+                            && c.subresource == sub
+                            && c.verb == verb
+                    });
+                    match row {
+                        None => panic!(
+                            "{chart}: {} grants {verb} {resource} (group {group:?}), which Courier \
+                             never does (not in api_calls.rs): least privilege",
+                            rule.name
+                        ),
+                        Some(c) if *cluster_wide && c.scope == Scope::OwnNamespace => panic!(
+                            "{chart}: {} grants {verb} {resource} cluster-wide; Courier needs it only \
+                             in its own namespace",
+                            rule.name
+                        ),
+                        Some(_) => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn management_rbac_grants_exactly_the_management_calls() {
+    check_rbac(
+        &management_default(),
+        Target::Management,
+        NS,
+        "courier",
+        "charts/courier",
+    );
+    let custom = management_custom();
+    check_rbac(
+        &custom,
+        Target::Management,
+        "batch-control",
+        "courier",
+        "charts/courier (custom)",
+    );
+    // The Deployment runs as the account the RBAC is bound to.
+    for r in [management_default(), custom] {
+        let d = r.one("Deployment");
+        assert_eq!(
+            d["spec"]["template"]["spec"]["serviceAccountName"],
+            "courier"
+        );
+        assert_eq!(r.one("ServiceAccount")["metadata"]["name"], "courier");
+    }
+}
+
+#[test]
+fn worker_rbac_grants_exactly_the_worker_calls() {
+    check_rbac(
+        &worker_default(),
+        Target::Worker,
+        NS,
+        "courier-dispatcher",
+        "charts/courier-worker",
+    );
+    let custom = worker_custom();
+    check_rbac(
+        &custom,
+        Target::Worker,
+        CUSTOM_WORKER_NS,
+        "dispatcher-eu",
+        "charts/courier-worker (custom)",
+    );
+    assert_eq!(
+        custom.one("ServiceAccount")["metadata"]["name"],
+        "dispatcher-eu"
+    );
+}
+
+// ------------------------------------------------------------------------------- Deployment
+
+/// The value of `--flag=value` in `args`.
+fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    let prefix = format!("--{name}=");
+    args.iter().find_map(|a| a.strip_prefix(&prefix))
+}
+
+fn check_deployment(r: &Rendered, ns: &str, values: &Value) {
+    let d = r.one("Deployment");
+    let replicas = values.get("replicas").cloned().unwrap_or(json!(2));
+    assert_eq!(d["spec"]["replicas"], replicas);
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let containers = pod["containers"].as_array().cloned().unwrap_or_default();
+    assert_eq!(containers.len(), 1);
+    let c = &containers[0];
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert!(sc.get("privileged").is_none_or(|p| p == false));
+    for res in ["cpu", "memory"] {
+        assert!(
+            c["resources"]["requests"][res].is_string(),
+            "requests.{res}"
+        );
+    }
+    let args: Vec<String> = c["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect();
+    assert_eq!(args.first().map(String::as_str), Some("run"));
+    assert_eq!(flag(&args, "namespace"), Some(ns));
+    assert_eq!(
+        flag(&args, "leader-elect"),
+        Some("true"),
+        "two replicas need leader election"
+    );
+    let origin = values
+        .get("origin")
+        .and_then(Value::as_str)
+        .unwrap_or("courier");
+    assert_eq!(flag(&args, "origin"), Some(origin));
+    let level = values
+        .get("logLevel")
+        .and_then(Value::as_str)
+        .unwrap_or("info");
+    assert_eq!(flag(&args, "log"), Some(level));
+    if let Some(image) = values.pointer("/image/repository").and_then(Value::as_str) {
+        let tag = values
+            .pointer("/image/tag")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        assert_eq!(c["image"], format!("{image}:{tag}"));
+    } else {
+        assert_eq!(c["image"], "ghcr.io/courier-dev/courier:0.1.0");
+    }
+
+    // One port serves /metrics, /healthz and /readyz: the container port, both probes, the Service
+    // and the ServiceMonitor all point at what --metrics-addr binds.
+    let addr = flag(&args, "metrics-addr").unwrap_or_else(|| panic!("no --metrics-addr: {args:?}"));
+    let port: u16 = addr
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .unwrap_or_else(|| panic!("--metrics-addr={addr} has no port"));
+    let named = c["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == "metrics")
+        .unwrap_or_else(|| panic!("no container port named metrics"));
+    assert_eq!(named["containerPort"], json!(port));
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        assert_eq!(c[probe]["httpGet"]["path"], path, "{probe}");
+        assert_eq!(c[probe]["httpGet"]["port"], "metrics", "{probe}");
+    }
+    let svc = r.one("Service");
+    let sp = &svc["spec"]["ports"][0];
+    assert_eq!(
+        (sp["port"].clone(), sp["targetPort"].clone()),
+        (json!(port), json!("metrics"))
+    );
+    for (k, v) in svc["spec"]["selector"].as_object().into_iter().flatten() {
+        assert_eq!(
+            &d["spec"]["template"]["metadata"]["labels"][k], v,
+            "Service selects the pods"
+        );
+    }
+    for sm in r.of_kind("ServiceMonitor") {
+        assert_eq!(sm["spec"]["endpoints"][0]["port"], sp["name"]);
+        assert_eq!(sm["spec"]["endpoints"][0]["path"], "/metrics");
+        for (k, v) in sm["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .into_iter()
+            .flatten()
+        {
+            assert_eq!(
+                &svc["metadata"]["labels"][k], v,
+                "ServiceMonitor selects the Service"
+            );
+        }
+    }
+
+    // Replicas spread over nodes, and a drain keeps one running.
+    let spread =
+        &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(
+        spread["podAffinityTerm"]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    assert_eq!(
+        spread["podAffinityTerm"]["labelSelector"]["matchLabels"],
+        d["spec"]["selector"]["matchLabels"]
+    );
+    let pdb = r.one("PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(pdb["spec"]["selector"], d["spec"]["selector"]);
+
+    // `courier run` itself accepts every flag and value: it gets past argument parsing (clap exits 2
+    // on an unknown flag or a bad value) and stops at the missing kubeconfig.
+    let out = Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(&args)
+        .arg("--kubeconfig=/nonexistent/courier-chart-test/kubeconfig")
+        .env_clear()
+        .output()
+        .unwrap_or_else(|e| panic!("running courier: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1)
+            && stderr.contains("/nonexistent/courier-chart-test/kubeconfig"),
+        "`courier {}` did not accept the chart's arguments ({}): {stderr}",
+        args.join(" "),
+        out.status
+    );
+}
+
+#[test]
+fn deployment_is_hardened_and_courier_run_accepts_its_arguments() {
+    check_deployment(&management_default(), NS, &json!({}));
+    check_deployment(
+        &management_custom(),
+        "batch-control",
+        &management_custom_values(),
+    );
+    let args = |r: &Rendered| -> Vec<String> {
+        r.one("Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.as_str().map(str::to_string))
+            .collect()
+    };
+    let custom = args(&management_custom());
+    for f in [
+        "--allow-exec-kubeconfigs",
+        "--allow-file-kubeconfigs",
+        "--allow-insecure-kubeconfigs",
+    ] {
+        assert!(
+            custom.iter().any(|a| a == f),
+            "{f} with the credentials values"
+        );
+        assert!(
+            !args(&management_default()).iter().any(|a| a == f),
+            "{f} off by default"
+        );
+    }
+    let single = render("courier", "courier", NS, &json!({"replicas": 1}));
+    assert!(
+        single.of_kind("PodDisruptionBudget").is_empty(),
+        "minAvailable 1 with one replica would block every drain"
+    );
+    assert_eq!(flag(&custom, "gc-interval"), Some("30s"));
+    assert_eq!(flag(&custom, "worker-lost-timeout"), Some("5m"));
+    assert_eq!(flag(&custom, "redispatch-on-worker-loss"), Some("never"));
+}
+
+// ------------------------------------------------------------------------------- admission policy
+
+/// The ValidatingAdmissionPolicy as the API server would run it: its exact expressions, compiled by
+/// a CEL interpreter.
+struct Policy {
+    resources: Vec<String>,
+    operations: Vec<String>,
+    match_conditions: Vec<(String, cel::Program)>,
+    variables: Vec<(String, cel::Program)>,
+    validations: Vec<(String, cel::Program, String)>,
+}
+
+fn compile(expr: &str) -> cel::Program {
+    cel::Program::compile(expr).unwrap_or_else(|e| panic!("CEL does not compile: {expr}\n{e:?}"))
+}
+
+fn policy(r: &Rendered) -> Policy {
+    let vap = r.one("ValidatingAdmissionPolicy");
+    let binding = r.one("ValidatingAdmissionPolicyBinding");
+    assert_eq!(binding["spec"]["policyName"], vap["metadata"]["name"]);
+    assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
+    assert_eq!(vap["spec"]["failurePolicy"], "Fail");
+    let rules = vap["spec"]["matchConstraints"]["resourceRules"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rules.len(), 1, "{rules:?}");
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(strings(&rules[0]["apiGroups"]), ["batch"]);
+    let named = |key: &str| -> Vec<(String, cel::Program)> {
+        vap["spec"][key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| {
+                let expr = m["expression"].as_str().unwrap_or_default();
+                (
+                    m["name"].as_str().unwrap_or_default().to_string(),
+                    compile(expr),
+                )
+            })
+            .collect()
+    };
+    let validations = vap["spec"]["validations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            let expr = v["expression"].as_str().unwrap_or_default().to_string();
+            let program = compile(&expr);
+            (
+                expr,
+                program,
+                v["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    Policy {
+        resources: strings(&rules[0]["resources"]),
+        operations: strings(&rules[0]["operations"]),
+        match_conditions: named("matchConditions"),
+        variables: named("variables"),
+        validations,
+    }
+}
+
+/// One admission request for a batch/v1 Job.
+struct Req<'a> {
+    user: &'a str,
+    operation: &'a str,
+    /// "" or "status".
+    subresource: &'a str,
+    old: Option<Value>,
+    new: Value,
+}
+
+fn as_bool(v: cel::ResolveResult, expr: &str) -> bool {
+    match v {
+        Ok(cel::Value::Bool(b)) => b,
+        other => panic!("`{expr}` did not evaluate to a bool: {other:?}"),
+    }
+}
+
+fn to_cel(v: &Value) -> cel::Value {
+    cel::to_value(v).unwrap_or_else(|e| panic!("{v} as CEL: {e}"))
+}
+
+/// `Ok(())` if admitted, `Err(message)` if denied.
+fn admit(p: &Policy, req: &Req) -> Result<(), String> {
+    let resource = if req.subresource.is_empty() {
+        "jobs".to_string()
+    } else {
+        format!("jobs/{}", req.subresource)
+    };
+    if !p.resources.contains(&resource) || !p.operations.iter().any(|o| o == req.operation) {
+        return Ok(()); // the policy does not match this request
+    }
+    let mut ctx = cel::Context::default();
+    ctx.add_variable_from_value(
+        "request",
+        to_cel(&json!({
+            "operation": req.operation,
+            "subResource": req.subresource,
+            "userInfo": {"username": req.user},
+        })),
+    );
+    ctx.add_variable_from_value("object", to_cel(&req.new));
+    ctx.add_variable_from_value(
+        "oldObject",
+        req.old.as_ref().map(to_cel).unwrap_or(cel::Value::Null),
+    );
+    for (name, program) in &p.match_conditions {
+        if !as_bool(program.execute(&ctx), name) {
+            return Ok(());
+        }
+    }
+    let mut vars: HashMap<String, cel::Value> = HashMap::new();
+    for (name, program) in &p.variables {
+        let v = program
+            .execute(&ctx)
+            .unwrap_or_else(|e| panic!("variable {name} failed: {e:?}"));
+        vars.insert(name.clone(), v);
+        ctx.add_variable_from_value("variables", vars.clone());
+    }
+    for (expr, program, message) in &p.validations {
+        if !as_bool(program.execute(&ctx), expr) {
+            return Err(message.clone());
+        }
+    }
+    Ok(())
+}
+
+fn job_with(labels: &[(&str, &str)], parallelism: i64) -> Value {
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    let mut j = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "j", "namespace": "team-a", "labels": labels},
+        "spec": {"parallelism": parallelism, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+        "status": {},
+    });
+    if labels.is_empty() {
+        j["metadata"].as_object_mut().map(|m| m.remove("labels"));
+    }
+    j
+}
+
+const MIRROR: &[(&str, &str)] = &[
+    ("courier.dev/origin", "mgmt"),
+    (
+        "courier.dev/origin-uid",
+        "0b0e4a1c-0000-4000-8000-000000000001",
+    ),
+    ("courier.dev/epoch", "1"),
+    ("app", "demo"),
+];
+
+fn with_label(
+    base: &[(&'static str, &'static str)],
+    k: &'static str,
+    v: &'static str,
+) -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<_> = base.iter().copied().filter(|(key, _)| *key != k).collect();
+    out.push((k, v));
+    out
+}
+
+fn without(base: &[(&'static str, &'static str)], k: &str) -> Vec<(&'static str, &'static str)> {
+    base.iter().copied().filter(|(key, _)| *key != k).collect()
+}
+
+const ALICE: &str = "alice";
+const ADMIN: &str = "kubernetes-admin";
+const JOB_CONTROLLER: &str = "system:serviceaccount:kube-system:job-controller";
+const GC: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
+
+#[test]
+fn admission_policy_protects_mirrors_and_lets_the_cluster_run_them() {
+    let courier = "system:serviceaccount:courier-system:courier-dispatcher";
+    let p = policy(&worker_default());
+    let mirror = job_with(MIRROR, 1);
+    let plain = job_with(&[("app", "demo")], 1);
+    let mut finalizing = mirror.clone();
+    finalizing["metadata"]["finalizers"] = json!(["orphan"]);
+    finalizing["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    let mut finalized = finalizing.clone();
+    finalized["metadata"]["finalizers"] = json!([]);
+    let mut running = mirror.clone();
+    running["status"] = json!({"active": 1, "ready": 1});
+    // A status write as the API server admits it: the spec is reset to the stored one first.
+    let mut relabelled_status = job_with(&with_label(MIRROR, "courier.dev/origin", "other"), 1);
+    relabelled_status["status"] = json!({"active": 1});
+    let mut annotated = mirror.clone();
+    annotated["metadata"]["annotations"] = json!({"note": "mine"});
+
+    let update = |user, old: &Value, new: Value| Req {
+        user,
+        operation: "UPDATE",
+        subresource: "",
+        old: Some(old.clone()),
+        new,
+    };
+    let create = |user, new: Value| Req {
+        user,
+        operation: "CREATE",
+        subresource: "",
+        old: None,
+        new,
+    };
+    #[rustfmt::skip]
+    let cases: Vec<(&str, Req, bool)> = vec![
+        ("a user creates an ordinary Job", create(ALICE, plain.clone()), true),
+        ("a user creates a Job without labels", create(ALICE, job_with(&[], 1)), true),
+        ("a user forges a mirror", create(ALICE, mirror.clone()), false),
+        ("a user creates a Job with courier.dev/epoch only", create(ALICE, job_with(&[("courier.dev/epoch", "1")], 1)), false),
+        ("a cluster admin forges a mirror", create(ADMIN, mirror.clone()), false),
+        ("Courier creates a mirror", create(courier, mirror.clone()), true),
+        ("a user changes their own label on a mirror", update(ALICE, &mirror, job_with(&with_label(MIRROR, "app", "other"), 1)), true),
+        ("a user annotates a mirror", update(ALICE, &mirror, annotated), true),
+        ("a user changes a mirror's epoch", update(ALICE, &mirror, job_with(&with_label(MIRROR, "courier.dev/epoch", "7"), 1)), false),
+        ("a user removes a mirror's origin label", update(ALICE, &mirror, job_with(&without(MIRROR, "courier.dev/origin"), 1)), false),
+        ("a user removes every label of a mirror", update(ALICE, &mirror, job_with(&[], 1)), false),
+        ("a user adds a courier.dev/ label to a mirror", update(ALICE, &mirror, job_with(&with_label(MIRROR, "courier.dev/extra", "x"), 1)), false),
+        ("a user turns an ordinary Job into a mirror", update(ALICE, &plain, job_with(MIRROR, 1)), false),
+        ("a cluster admin changes a mirror's origin", update(ADMIN, &mirror, job_with(&with_label(MIRROR, "courier.dev/origin", "other"), 1)), false),
+        ("a user scales a mirror", update(ALICE, &mirror, job_with(MIRROR, 2)), false),
+        ("a user scales an ordinary Job", update(ALICE, &plain, job_with(&[("app", "demo")], 2)), true),
+        ("Courier patches a mirror's spec and epoch", update(courier, &mirror, job_with(&with_label(MIRROR, "courier.dev/epoch", "2"), 3)), true),
+        ("the garbage collector removes a mirror's finalizer", update(GC, &finalizing, finalized), true),
+        ("the Job controller writes a mirror's status", Req { subresource: "status", ..update(JOB_CONTROLLER, &mirror, running) }, true),
+        ("a cluster admin rewrites a mirror's labels through the status subresource", Req { subresource: "status", ..update(ADMIN, &mirror, relabelled_status) }, false),
+        ("the Job controller may not change a mirror's spec through the main resource", update(JOB_CONTROLLER, &mirror, job_with(MIRROR, 5)), false),
+        ("a user deletes a mirror (not guarded)", Req { operation: "DELETE", ..update(ALICE, &mirror, mirror.clone()) }, true),
+    ];
+    let mut wrong = Vec::new();
+    for (what, req, expected) in &cases {
+        let got = admit(&p, req);
+        if got.is_ok() != *expected {
+            wrong.push(format!(
+                "{what}: expected {}, got {got:?}",
+                if *expected { "allowed" } else { "denied" }
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the admission policy decided wrongly:\n  {}",
+        wrong.join("\n  ")
+    );
+    // Denials say why.
+    let msg = admit(&p, &update(ALICE, &mirror, job_with(MIRROR, 2)))
+        .err()
+        .unwrap_or_default();
+    assert!(msg.contains("origin Job"), "{msg}");
+
+    // Non-default values: the exemption follows the ServiceAccount, extra users are honoured.
+    let p = policy(&worker_custom());
+    let custom_sa = "system:serviceaccount:batch-ops:dispatcher-eu";
+    assert!(admit(&p, &create(custom_sa, mirror.clone())).is_ok());
+    assert!(admit(&p, &create(EXTRA_ALLOWED, mirror.clone())).is_ok());
+    assert!(
+        admit(&p, &create(courier, mirror.clone())).is_err(),
+        "the default account name is not exempt once the chart names another"
+    );
+}
+
+// ------------------------------------------------------------------------------- the rights at work
+
+/// What Kubernetes grants every authenticated user (ClusterRole system:basic-user).
+fn basic_user() -> Rule {
+    Rule::new(
+        &["create"],
+        &["authorization.k8s.io"],
+        &["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+    )
+    .named("system:basic-user")
+}
+
+fn rule_set(r: &Rendered, ns: &str, sa: &str) -> RuleSet {
+    let mut allow: Vec<Rule> = granted(r, ns, sa)
+        .into_iter()
+        .map(|(rule, _)| rule)
+        .collect();
+    allow.push(basic_user());
+    RuleSet {
+        allow,
+        deny: Vec::new(),
+    }
+}
+
+async fn client_for(kubeconfig: &str) -> kube::Client {
+    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig)
+        .unwrap_or_else(|e| panic!("kubeconfig: {e}"));
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("config: {e}"));
+    kube::Client::try_from(cfg).unwrap_or_else(|e| panic!("client: {e}"))
+}
+
+/// Polls `f` for up to 20 s; `None` on timeout.
+async fn poll<T, F, Fut>(mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    for _ in 0..400 {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// Requests of `user` that `sim`'s authorizer refused.
+fn refused(sim: &kubesim::Sim, user: &str) -> Vec<String> {
+    let mut out: Vec<String> = sim
+        .recorded_requests()
+        .into_iter()
+        .filter(|r| r.user == user && !r.allowed)
+        .map(|r| {
+            let a = r.attributes;
+            format!(
+                "{}: {} {}/{} (group {:?}, namespace {:?})",
+                sim.name, a.verb, a.resource, a.subresource, a.group, a.namespace
+            )
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The controller runs a Job to completion and cleans it up with nothing but the rights the two
+/// charts grant (their rendered rules loaded into kubesim's authorizer), and none of its requests is
+/// ever refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_rights_are_enough_to_dispatch_a_job() {
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+    let mgmt_user = format!("system:serviceaccount:{NS}:courier");
+    let worker_user = format!("system:serviceaccount:{NS}:courier-dispatcher");
+    let start = |role, name: &str| {
+        kubesim::Sim::start(kubesim::SimOptions {
+            role,
+            name: name.into(),
+            speed: 20.0,
+            ..Default::default()
+        })
+    };
+    let mgmt = start(kubesim::Role::Management, "mgmt")
+        .await
+        .unwrap_or_else(|e| panic!("kubesim: {e}"));
+    let w1 = start(kubesim::Role::Worker, "w1")
+        .await
+        .unwrap_or_else(|e| panic!("kubesim: {e}"));
+    mgmt.add_token(
+        "ctl",
+        &mgmt_user,
+        rule_set(&management_default(), NS, "courier"),
+    );
+    w1.add_token(
+        "ctl-w1",
+        &worker_user,
+        rule_set(&worker_default(), NS, "courier-dispatcher"),
+    );
+    mgmt.record_requests();
+    w1.record_requests();
+
+    // The admin does what the chart and `courier cluster add` do: CRD, namespaces, Secret, WorkerCluster.
+    let admin = client_for(&mgmt.kubeconfig()).await;
+    let r = management_default();
+    let (_, crd_text) = r
+        .crds
+        .first()
+        .unwrap_or_else(|| panic!("the chart has no CRD"));
+    let crd: Value = serde_saphyr::from_str(crd_text).unwrap_or_else(|e| panic!("CRD: {e}"));
+    let crd_ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    );
+    let crd: DynamicObject = serde_json::from_value(crd).unwrap_or_else(|e| panic!("{e}"));
+    Api::<DynamicObject>::all_with(admin.clone(), &crd_ar)
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap_or_else(|e| panic!("CRD: {e}"));
+    for ns in [NS, "team-a"] {
+        let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<Namespace>::all(admin.clone())
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("namespace {ns}: {e}"));
+    }
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "w1-kubeconfig", "namespace": NS},
+        "stringData": {"kubeconfig": w1.kubeconfig_for("ctl-w1")},
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    Api::<Secret>::namespaced(admin.clone(), NS)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|e| panic!("Secret: {e}"));
+    let wcs: Api<WorkerCluster> = Api::all(admin.clone());
+    poll(|| async {
+        let wc = WorkerCluster::new("w1", WorkerClusterSpec::new("w1-kubeconfig"));
+        wcs.create(&PostParams::default(), &wc).await.ok()
+    })
+    .await
+    .unwrap_or_else(|| panic!("the WorkerCluster CRD never served"));
+
+    let cfg = courier_controller::ControllerConfig {
+        namespace: NS.into(),
+        leader_elect: true,
+        identity: "chart-rights-test".into(),
+        gc_interval: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let tuning = courier_controller::Tuning {
+        probe_interval: Duration::from_millis(500),
+        request_timeout: Duration::from_secs(2),
+        backoff_min: Duration::from_millis(100),
+        backoff_max: Duration::from_secs(1),
+        retry_max: Duration::from_secs(1),
+        retry_interval: Duration::from_secs(1),
+        short_retry: Duration::from_millis(200),
+        lease_duration: Duration::from_secs(3),
+        lease_renew_deadline: Duration::from_secs(2),
+        lease_retry_period: Duration::from_millis(300),
+        ..Default::default()
+    };
+    let controller = courier_controller::Controller::with_tuning(
+        client_for(&mgmt.kubeconfig_for("ctl")).await,
+        cfg,
+        tuning,
+    )
+    .unwrap_or_else(|e| panic!("controller: {e}"));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(controller.run(stop.clone()));
+    // A wait that times out names the requests the charts' rules refused and the worker's condition.
+    let stuck = |what: &'static str| {
+        let (mgmt, w1, wcs) = (&mgmt, &w1, &wcs);
+        let (mgmt_user, worker_user) = (&mgmt_user, &worker_user);
+        async move {
+            let mut why = refused(mgmt, mgmt_user);
+            why.extend(refused(w1, worker_user));
+            let ready = wcs
+                .get("w1")
+                .await
+                .ok()
+                .and_then(|wc| wc.status?.ready_condition().cloned());
+            panic!(
+                "timed out waiting for {what}; WorkerCluster w1 Ready: {ready:?}; requests the \
+                 charts' RBAC refused:\n  {}",
+                why.join("\n  ")
+            )
+        }
+    };
+
+    let jobs_ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("batch", "v1", "Job"), "jobs");
+    let jobs: Api<DynamicObject> = Api::namespaced_with(admin.clone(), "team-a", &jobs_ar);
+    let job: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "charted", "namespace": "team-a"},
+        "spec": {
+            "managedBy": "courier.dev/dispatcher",
+            "template": {
+                "metadata": {"annotations": {"sim/run-seconds": "2"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}
+            }
+        }
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .unwrap_or_else(|e| panic!("submitting: {e}"));
+    let completed = poll(|| async {
+        let j = jobs.get("charted").await.ok()?;
+        let complete = j.data["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Complete" && c["status"] == "True");
+        complete.then_some(())
+    })
+    .await;
+    if completed.is_none() {
+        stuck("the Job to complete through w1").await;
+    }
+    let ready = wcs
+        .get("w1")
+        .await
+        .ok()
+        .and_then(|wc| wc.status?.ready_condition().map(|c| c.status.clone()));
+    assert_eq!(
+        ready.as_deref(),
+        Some("True"),
+        "WorkerCluster status written"
+    );
+    jobs.delete("charted", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting: {e}"));
+    let worker_jobs: Api<DynamicObject> =
+        Api::namespaced_with(client_for(&w1.kubeconfig()).await, "team-a", &jobs_ar);
+    let deleted = poll(|| async {
+        let gone = jobs.get_opt("charted").await.ok()?.is_none()
+            && worker_jobs.get_opt("charted").await.ok()?.is_none();
+        gone.then_some(())
+    })
+    .await;
+    if deleted.is_none() {
+        stuck("the origin and its mirror to be deleted").await;
+    }
+    stop.cancel();
+    match tokio::time::timeout(Duration::from_secs(15), task).await {
+        Ok(Ok(Ok(()))) => {}
+        other => panic!("controller did not stop cleanly: {other:?}"),
+    }
+
+    for (sim, user) in [(&mgmt, &mgmt_user), (&w1, &worker_user)] {
+        assert!(
+            sim.recorded_requests().iter().any(|r| &r.user == user),
+            "{user} sent nothing to {}",
+            sim.name
+        );
+    }
+    let mut why = refused(&mgmt, &mgmt_user);
+    why.extend(refused(&w1, &worker_user));
+    assert!(
+        why.is_empty(),
+        "the charts' RBAC refused requests the controller made:\n  {}",
+        why.join("\n  ")
+    );
+    mgmt.shutdown();
+    w1.shutdown();
+}
