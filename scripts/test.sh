@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every check and test of the repository: formatting, lints, unit/property/integration/end-to-end tests
 # (the e2e tests run the real binaries as separate processes), and the replay of the recordings of a real
-# API server against kubesim. Needs kubectl and python3 with `requests` (.ci/run installs them).
+# API server against kubesim. Needs kubectl and python3 with `requests` and `helm-python-sdk` (.ci/run installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
