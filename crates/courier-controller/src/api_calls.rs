@@ -4,6 +4,10 @@
 //! missing here, and the chart tests that fail if the Helm charts' RBAC does not grant every entry.
 //! A new call in the code therefore needs a row here, and the row needs a rule in the charts.
 
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+
 /// Which cluster a call goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
@@ -125,6 +129,23 @@ pub fn worker_rights() -> impl Iterator<Item = (&'static str, &'static str, &'st
         .iter()
         .filter(|c| c.grant == Grant::Rbac)
         .map(|c| (c.verb, c.group, c.resource))
+}
+
+/// The SelfSubjectAccessReview asking whether the caller may `verb` `group`/`resource` (in any
+/// namespace): one shape for the controller's probe and `courier cluster add`.
+pub fn access_review(verb: &str, group: &str, resource: &str) -> SelfSubjectAccessReview {
+    SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.into()),
+                group: Some(group.into()),
+                resource: Some(resource.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

@@ -16,9 +16,7 @@ use courier_api::{
 use courier_controller::CredentialPolicy;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
+use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -331,6 +329,12 @@ pub async fn preflight_management(
 
 /// Builds a client for a minified worker kubeconfig, with `timeout` on connecting and reading.
 pub async fn worker_client(min: &Minified, timeout: Duration) -> anyhow::Result<Client> {
+    client_for(min, timeout, "the worker kubeconfig").await
+}
+
+/// A client for one context of a minified kubeconfig (`what` names it in errors), with `timeout` on
+/// connecting, reading and writing.
+async fn client_for(min: &Minified, timeout: Duration, what: &str) -> anyhow::Result<Client> {
     let mut config = Config::from_custom_kubeconfig(
         min.kubeconfig.clone(),
         &KubeConfigOptions {
@@ -339,12 +343,7 @@ pub async fn worker_client(min: &Minified, timeout: Duration) -> anyhow::Result<
         },
     )
     .await
-    .with_context(|| {
-        format!(
-            "cannot use context {} of the worker kubeconfig",
-            min.context
-        )
-    })?;
+    .with_context(|| format!("cannot use context {} of {what}", min.context))?;
     config.connect_timeout = Some(timeout);
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
@@ -383,19 +382,7 @@ pub async fn check_worker(min: &Minified, timeout: Duration) -> anyhow::Result<W
     let ssar: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut missing = Vec::new();
     for (verb, group, resource) in needed {
-        let review = SelfSubjectAccessReview {
-            metadata: ObjectMeta::default(),
-            spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    verb: Some(verb.into()),
-                    group: Some(group.into()),
-                    resource: Some(resource.into()),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            status: None,
-        };
+        let review = courier_controller::api_calls::access_review(verb, group, resource);
         let answer =
             match tokio::time::timeout(timeout, ssar.create(&PostParams::default(), &review)).await
             {
@@ -1159,29 +1146,7 @@ impl AdminCtx<'_> {
 /// A client for the admin kubeconfig as the user has it: exec plugins and files are fine here,
 /// on the user's own machine (the policy is about what the controller runs).
 async fn admin_client(admin: &Minified, timeout: Duration) -> anyhow::Result<Client> {
-    let mut config = Config::from_custom_kubeconfig(
-        admin.kubeconfig.clone(),
-        &KubeConfigOptions {
-            context: Some(admin.context.clone()),
-            ..Default::default()
-        },
-    )
-    .await
-    .with_context(|| {
-        format!(
-            "cannot use context {} of the worker's admin kubeconfig",
-            admin.context
-        )
-    })?;
-    config.connect_timeout = Some(timeout);
-    config.read_timeout = Some(timeout);
-    config.write_timeout = Some(timeout);
-    Client::try_from(config).with_context(|| {
-        format!(
-            "cannot build a client for the worker at {} (context {})",
-            admin.server, admin.context
-        )
-    })
+    client_for(admin, timeout, "the worker's admin kubeconfig").await
 }
 
 fn chart_hint(ns: &str) -> String {

@@ -21,9 +21,7 @@ use courier_api::reasons::{
 use courier_core::status::whole_seconds;
 use futures::future::join_all;
 use jiff::Timestamp;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
+use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use kube::Api;
 use kube::api::PostParams;
 use tokio_util::sync::CancellationToken;
@@ -351,18 +349,7 @@ async fn allowed(
     resource: &str,
     deadline: Duration,
 ) -> Result<bool, CallError> {
-    let review = SelfSubjectAccessReview {
-        spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                verb: Some(verb.into()),
-                group: Some(group.into()),
-                resource: Some(resource.into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let review = crate::api_calls::access_review(verb, group, resource);
     let api: Api<SelfSubjectAccessReview> = Api::all(conn.request.clone());
     let answer = with_timeout(deadline, api.create(&PostParams::default(), &review)).await?;
     Ok(answer.status.is_some_and(|s| s.allowed))
