@@ -17,7 +17,6 @@ use courier_e2e::{
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use kube::api::ListParams;
 use serde_json::{Value, json};
 
 const NS: &str = "default";
@@ -173,83 +172,87 @@ async fn rotation_then_lost_rights() -> anyhow::Result<()> {
     env.finish(r)
 }
 
-/// Creates `jobs` (16 at a time) and measures, for each that lands on one of the `healthy`
-/// workers, the time from its create request to its mirror appearing there (polled every 20 ms
-/// while the creates are still going on).
+/// Creates `jobs` at a steady `per_second` (below what the controller sustains, so the figure is
+/// the time Courier takes per Job rather than the length of a backlog) and measures, for each
+/// that lands on one of the `healthy` workers, the time from its create request to its mirror
+/// appearing there, as seen by a watch on each of those workers.
 async fn dispatch_latencies(
     env: &Env,
     ns: &str,
     jobs: Vec<Value>,
+    per_second: u32,
     healthy: &[&str],
 ) -> anyhow::Result<Vec<Duration>> {
     use futures::StreamExt as _;
+    use kube::runtime::watcher;
     let n = jobs.len();
     let names: std::collections::BTreeSet<String> = jobs
         .iter()
         .filter_map(|j| j["metadata"]["name"].as_str().map(str::to_string))
         .collect();
+    let mut streams = Vec::new();
+    for w in healthy {
+        let api = env.worker_jobs(env.worker_index(w)?, ns);
+        streams.push(watcher(api, watcher::Config::default()).boxed());
+    }
+    let mut events = futures::stream::select_all(streams);
+    let mut seen: BTreeMap<String, Instant> = BTreeMap::new();
+    // First sight of each of our Jobs on a healthy worker.
+    let note = |seen: &mut BTreeMap<String, Instant>, e: watcher::Event<Job>| {
+        if let watcher::Event::Apply(m) | watcher::Event::InitApply(m) = e {
+            let name = m.metadata.name.unwrap_or_default();
+            if names.contains(&name) {
+                seen.entry(name).or_insert_with(Instant::now);
+            }
+        }
+    };
+    // The watches are established (their initial lists done) before the first create.
+    let mut initialised = 0;
+    while initialised < healthy.len() {
+        match tokio::time::timeout(Duration::from_secs(10), events.next()).await {
+            Ok(Some(Ok(watcher::Event::InitDone))) => initialised += 1,
+            Ok(Some(Ok(e))) => note(&mut seen, e),
+            Ok(Some(Err(e))) => anyhow::bail!("watching the healthy workers: {e}"),
+            Ok(None) | Err(_) => anyhow::bail!("the watches on the healthy workers did not start"),
+        }
+    }
     let start: std::sync::Mutex<BTreeMap<String, Instant>> = Default::default();
     let creating = std::sync::atomic::AtomicBool::new(true);
     let create = async {
-        let results: Vec<anyhow::Result<()>> = futures::stream::iter(jobs)
-            .map(|j| {
-                let start = &start;
-                async move {
-                    let name = j["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string();
-                    start
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(name, Instant::now());
-                    env.create_job(ns, j).await.map(|_| ())
-                }
-            })
-            .buffer_unordered(16)
-            .collect()
-            .await;
+        let mut tick = tokio::time::interval(Duration::from_secs(1) / per_second);
+        for j in jobs {
+            tick.tick().await;
+            let name = j["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            start
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(name, Instant::now());
+            env.create_job(ns, j).await?;
+        }
         creating.store(false, std::sync::atomic::Ordering::SeqCst);
-        results.into_iter().collect::<anyhow::Result<Vec<()>>>()
+        anyhow::Ok(())
     };
     let observe = async {
-        let workers: Vec<usize> = healthy
-            .iter()
-            .map(|w| env.worker_index(w))
-            .collect::<anyhow::Result<_>>()?;
-        let mut seen: BTreeMap<String, Instant> = BTreeMap::new();
         let deadline = Instant::now() + Duration::from_secs(120);
-        let mut quiet_rounds = 0;
-        while Instant::now() < deadline {
-            let before = seen.len();
-            for &w in &workers {
-                for m in env.worker_jobs(w, ns).list(&ListParams::default()).await? {
-                    let name = m.metadata.name.clone().unwrap_or_default();
-                    if names.contains(&name) {
-                        seen.entry(name).or_insert_with(Instant::now);
-                    }
-                }
+        // Done when every Job is seen, or the creates are over and nothing new has landed on the
+        // healthy workers for two seconds (the rest went to the faulty one).
+        while seen.len() < n && Instant::now() < deadline {
+            match tokio::time::timeout(Duration::from_secs(2), events.next()).await {
+                Ok(Some(Ok(e))) => note(&mut seen, e),
+                Ok(Some(Err(e))) => anyhow::bail!("watching the healthy workers: {e}"),
+                Ok(None) => anyhow::bail!("the watches on the healthy workers ended"),
+                Err(_) if !creating.load(std::sync::atomic::Ordering::SeqCst) => break,
+                Err(_) => {}
             }
-            // Done when every Job is seen, or the creates are over and nothing new lands on the
-            // healthy workers for a second (the rest went to the faulty one).
-            if seen.len() >= n {
-                break;
-            }
-            quiet_rounds = if seen.len() == before {
-                quiet_rounds + 1
-            } else {
-                0
-            };
-            if !creating.load(std::sync::atomic::Ordering::SeqCst) && quiet_rounds >= 50 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        anyhow::Ok(seen)
+        anyhow::Ok(())
     };
-    let (created, seen) = tokio::join!(create, observe);
+    let (created, observed) = tokio::join!(create, observe);
     created?;
-    let seen = seen?;
+    observed?;
     let start = start.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut out: Vec<Duration> = seen
         .iter()
@@ -267,9 +270,11 @@ fn pct(v: &[Duration], p: f64) -> Duration {
     v[i.min(v.len() - 1)]
 }
 
-/// One of three workers blackholed while 300 Jobs dispatch: dispatch latency on the two healthy
-/// workers stays within 2x of the all-healthy run with the same number of Jobs (plus the 20 ms
-/// polling resolution).
+/// One of three workers blackholed while 300 Jobs dispatch (50 a second): dispatch latency on the
+/// two healthy workers stays within 2x of the all-healthy run with the same Jobs, plus 50 ms for
+/// the scheduling noise of a 2-core machine (all-healthy latencies are ~10 ms, so a few context
+/// switches can double them; the failure this guards against, healthy dispatch waiting on the
+/// hung worker, costs a request timeout: seconds).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blackholed_worker_does_not_slow_the_others() -> anyhow::Result<()> {
     let mut env = Env::start(
@@ -288,6 +293,7 @@ async fn blackholed_worker_does_not_slow_the_others() -> anyhow::Result<()> {
             &env,
             NS,
             (0..300).map(|i| quick("base", i)).collect(),
+            50,
             &["w1", "w2"],
         )
         .await?;
@@ -298,6 +304,7 @@ async fn blackholed_worker_does_not_slow_the_others() -> anyhow::Result<()> {
             &env,
             NS,
             (0..300).map(|i| quick("bh", i)).collect(),
+            50,
             &["w1", "w2"],
         )
         .await?;
@@ -318,7 +325,7 @@ async fn blackholed_worker_does_not_slow_the_others() -> anyhow::Result<()> {
             "only {} Jobs reached the healthy workers",
             faulty.len()
         );
-        let slack = Duration::from_millis(20);
+        let slack = Duration::from_millis(50);
         ensure!(f50 <= b50 * 2 + slack, "p50 {f50:?} > 2 x {b50:?}");
         ensure!(f95 <= b95 * 2 + slack, "p95 {f95:?} > 2 x {b95:?}");
         env.workers[2].clear_faults().await?;
