@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::Args;
-use courier_api::{DEFAULT_ORIGIN_ID, LABEL_ORIGIN, MANAGED_BY, WorkerCluster};
+use courier_api::{DEFAULT_NAMESPACE, DEFAULT_ORIGIN_ID, LABEL_ORIGIN, MANAGED_BY, WorkerCluster};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{ListParams, PostParams};
@@ -493,11 +493,25 @@ impl Controller {
         let log_file = std::fs::File::create(&log)
             .with_context(|| format!("creating {}", crate::util::display_path(&log)))?;
         let exe = std::env::current_exe().context("locating the courier executable")?;
-        let child = tokio::process::Command::new(exe)
+        let mut cmd = tokio::process::Command::new(exe);
+        // The user's COURIER_* settings (origin id, leader election, ...) would change what is
+        // measured; the flags below are the whole configuration.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("COURIER_") {
+                cmd.env_remove(key);
+            }
+        }
+        let child = cmd
             .arg("run")
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args(["--metrics-addr", "off", "--log", "warn"])
+            .args([
+                "--origin",
+                DEFAULT_ORIGIN_ID,
+                "--namespace",
+                DEFAULT_NAMESPACE,
+            ])
             .args(["--concurrency", &concurrency.to_string()])
             .args(["--gc-interval", "1m"])
             .stdin(Stdio::null())
