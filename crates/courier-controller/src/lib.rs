@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 pub mod backoff;
 pub mod credentials;
 mod errors;
+mod events;
 mod gc;
 mod http;
 mod leader;
