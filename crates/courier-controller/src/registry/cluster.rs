@@ -244,10 +244,13 @@ async fn connect(shared: &Shared, cluster: &Cluster, text: &str) -> Result<Conne
     let checked =
         credentials::check(text, shared.cfg.credentials).map_err(|p| format!("{place}: {p}"))?;
     let t = &shared.tuning;
+    // Every call is bounded by `request_timeout` on its own (`with_timeout`); the client's read
+    // timeout also fires on idle pooled connections, so it must outlast the probe interval or every
+    // probe opens new TLS connections (measured: 60% of an idle controller's CPU, docs/benchmarks.md).
     let request = checked
         .client(ClientTimeouts {
             connect: t.connect_timeout,
-            read: t.request_timeout,
+            read: t.request_timeout.max(t.probe_interval * 3),
             write: t.request_timeout,
         })
         .await
