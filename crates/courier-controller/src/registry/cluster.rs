@@ -19,7 +19,6 @@ use courier_api::reasons::{
     REASON_UNAUTHORIZED, REASON_UNREACHABLE,
 };
 use courier_core::status::whole_seconds;
-use futures::future::join_all;
 use jiff::Timestamp;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
@@ -244,13 +243,10 @@ async fn connect(shared: &Shared, cluster: &Cluster, text: &str) -> Result<Conne
     let checked =
         credentials::check(text, shared.cfg.credentials).map_err(|p| format!("{place}: {p}"))?;
     let t = &shared.tuning;
-    // Every call is bounded by `request_timeout` on its own (`with_timeout`); the client's read
-    // timeout also fires on idle pooled connections, so it must outlast the probe interval or every
-    // probe opens new TLS connections (measured: 60% of an idle controller's CPU, docs/benchmarks.md).
     let request = checked
         .client(ClientTimeouts {
             connect: t.connect_timeout,
-            read: t.request_timeout.max(t.probe_interval * 3),
+            read: t.request_timeout,
             write: t.request_timeout,
         })
         .await
@@ -329,11 +325,13 @@ async fn probe(shared: &Shared, conn: &Connection) -> Result<String, (&'static s
             Err(e) => return Err(classify(&conn.server, &e)),
         }
     };
-    let reviews = REQUIRED_RIGHTS
-        .iter()
-        .map(|(verb, group, resource)| allowed(conn, verb, group, resource, deadline));
+    // One review after the other, on the connection /version just used: concurrent requests over
+    // HTTP/1.1 each open a TLS connection, and the pool's connections do not outlive the read
+    // timeout (as long as the probe interval), so concurrent reviews cost up to seven TLS handshakes
+    // per worker per probe (measured: most of an idle controller's CPU, docs/benchmarks.md).
     let mut missing = Vec::new();
-    for ((verb, group, resource), r) in REQUIRED_RIGHTS.iter().zip(join_all(reviews).await) {
+    for (verb, group, resource) in REQUIRED_RIGHTS.iter() {
+        let r = allowed(conn, verb, group, resource, deadline).await;
         match r {
             Ok(true) => {}
             Ok(false) => missing.push(if group.is_empty() {
