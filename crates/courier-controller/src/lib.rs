@@ -32,6 +32,7 @@ pub mod api_calls;
 pub mod backoff;
 pub mod credentials;
 mod errors;
+mod events;
 mod gc;
 mod http;
 mod leader;

@@ -4,6 +4,9 @@
 //! - **Per-key serialisation**: a key handed to a worker is not handed out again until the worker calls
 //!   [`WorkQueue::done`]; adds meanwhile mark it dirty and it is queued again on `done`.
 //! - **Delays**: [`WorkQueue::add_after`] keeps the earliest pending deadline per key.
+//! - **Two lanes**: [`WorkQueue::add_urgent`] (a mirror changed: its status is waiting to be copied)
+//!   is served before [`WorkQueue::add`] (new origins, resyncs), so a burst of new Jobs does not
+//!   hold up the status of running ones. A key queued in both lanes is handed out once.
 //! - **Retry backoff**: [`WorkQueue::retry`] requeues after a per-key exponential backoff with jitter;
 //!   [`WorkQueue::forget`] clears it after a success.
 //!
@@ -43,9 +46,14 @@ impl std::fmt::Display for ObjectKey {
 #[derive(Default)]
 struct State {
     ready: VecDeque<ObjectKey>,
+    urgent: VecDeque<ObjectKey>,
+    /// Keys waiting (in either lane); an entry of a lane whose key is not here is stale.
     queued: HashSet<ObjectKey>,
+    /// Keys with an entry in `urgent`.
+    in_urgent: HashSet<ObjectKey>,
     processing: HashSet<ObjectKey>,
-    dirty: HashSet<ObjectKey>,
+    /// Keys added while processing, and whether one of those adds was urgent.
+    dirty: HashMap<ObjectKey, bool>,
     /// Deadline per delayed key, and the same entries ordered by deadline (seq breaks ties).
     delayed: HashMap<ObjectKey, (Instant, u64)>,
     timeline: BTreeMap<(Instant, u64), ObjectKey>,
@@ -54,16 +62,37 @@ struct State {
 }
 
 impl State {
-    fn enqueue(&mut self, key: ObjectKey) -> bool {
+    fn enqueue(&mut self, key: ObjectKey, urgent: bool) -> bool {
         if self.processing.contains(&key) {
-            self.dirty.insert(key);
+            *self.dirty.entry(key).or_insert(false) |= urgent;
             return false;
         }
-        if self.queued.insert(key.clone()) {
+        let new = self.queued.insert(key.clone());
+        if urgent {
+            if self.in_urgent.insert(key.clone()) {
+                self.urgent.push_back(key);
+                return true;
+            }
+        } else if new {
             self.ready.push_back(key);
-            return true;
         }
-        false
+        new
+    }
+
+    /// The next waiting key, urgent lane first; stale lane entries are dropped.
+    fn pop(&mut self) -> Option<ObjectKey> {
+        while let Some(key) = self.urgent.pop_front() {
+            self.in_urgent.remove(&key);
+            if self.queued.remove(&key) {
+                return Some(key);
+            }
+        }
+        while let Some(key) = self.ready.pop_front() {
+            if self.queued.remove(&key) {
+                return Some(key);
+            }
+        }
+        None
     }
 
     fn promote_due(&mut self, now: Instant) -> bool {
@@ -74,7 +103,7 @@ impl State {
             }
             let key = entry.remove();
             self.delayed.remove(&key);
-            any |= self.enqueue(key);
+            any |= self.enqueue(key, false);
         }
         any
     }
@@ -105,12 +134,21 @@ impl WorkQueue {
 
     /// Queues `key` now (dedup; a key being processed is re-queued when it is done).
     pub fn add(&self, key: ObjectKey) {
+        self.add_in_lane(key, false);
+    }
+
+    /// Queues `key` now, ahead of every key queued with [`WorkQueue::add`].
+    pub fn add_urgent(&self, key: ObjectKey) {
+        self.add_in_lane(key, true);
+    }
+
+    fn add_in_lane(&self, key: ObjectKey, urgent: bool) {
         let added = {
             let mut s = self.lock();
             if let Some(at) = s.delayed.remove(&key) {
                 s.timeline.remove(&at);
             }
-            s.enqueue(key)
+            s.enqueue(key, urgent)
         };
         if added {
             self.notify.notify_one();
@@ -172,10 +210,9 @@ impl WorkQueue {
             let wake_at = {
                 let mut s = self.lock();
                 s.promote_due(Instant::now());
-                if let Some(key) = s.ready.pop_front() {
-                    s.queued.remove(&key);
+                if let Some(key) = s.pop() {
                     s.processing.insert(key.clone());
-                    let more = !s.ready.is_empty();
+                    let more = !s.queued.is_empty();
                     drop(s);
                     if more {
                         // Pass the baton so an idle worker picks up the rest.
@@ -202,10 +239,9 @@ impl WorkQueue {
         let requeued = {
             let mut s = self.lock();
             s.processing.remove(key);
-            if s.dirty.remove(key) {
-                s.enqueue(key.clone())
-            } else {
-                false
+            match s.dirty.remove(key) {
+                Some(urgent) => s.enqueue(key.clone(), urgent),
+                None => false,
             }
         };
         if requeued {
@@ -224,7 +260,7 @@ impl WorkQueue {
 
     /// Keys waiting now (not delayed, not in flight).
     pub fn len(&self) -> usize {
-        self.lock().ready.len()
+        self.lock().queued.len()
     }
 
     /// Keys waiting for a deadline.
@@ -250,6 +286,34 @@ mod tests {
         tokio::time::timeout(Duration::from_millis(50), q.next())
             .await
             .ok()
+    }
+
+    #[tokio::test]
+    async fn urgent_keys_go_first_and_are_handed_out_once() {
+        let q = q();
+        q.add(k("a"));
+        q.add(k("b"));
+        q.add(k("c"));
+        q.add_urgent(k("c"));
+        q.add_urgent(k("c"));
+        q.add_urgent(k("d"));
+        assert_eq!(q.len(), 4);
+        let mut order = Vec::new();
+        while let Some(key) = next_now(&q).await {
+            q.done(&key);
+            order.push(key.name);
+        }
+        assert_eq!(order, ["c", "d", "a", "b"]);
+        // Urgent while processing: requeued in the urgent lane on done.
+        q.add(k("e"));
+        q.add(k("f"));
+        let e = next_now(&q).await;
+        assert_eq!(e.as_ref().map(|k| k.name.as_str()), Some("e"));
+        q.add_urgent(k("e"));
+        if let Some(e) = e {
+            q.done(&e);
+        }
+        assert_eq!(next_now(&q).await.map(|k| k.name), Some("e".to_string()));
     }
 
     #[tokio::test]

@@ -15,13 +15,13 @@ use courier_core::job::{Finished, finished};
 use courier_core::reconcile::{DispatchConfig, Hints, Wait};
 use kube::Client;
 use kube::api::{ApiResource, GroupVersionKind};
-use kube::runtime::events::{Recorder, Reporter};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::events::EventRecorder;
 use crate::leader::{LeaderState, Leadership};
 use crate::metrics::{MIRROR_STATES, Metrics};
 use crate::origin::store::OriginStore;
@@ -53,7 +53,7 @@ pub struct Shared {
     pub registry: Registry,
     pub metrics: Metrics,
     pub leader: Leadership,
-    pub recorder: Recorder,
+    pub recorder: EventRecorder,
     /// Cancelled when the controller stops; parent of every task's token.
     pub token: CancellationToken,
     pub tasks: TaskTracker,
@@ -103,13 +103,7 @@ impl Shared {
         };
         // events.k8s.io/v1 limits reportingInstance to 128 characters.
         let instance: String = identity.chars().take(128).collect();
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: MANAGED_BY.into(),
-                instance: Some(instance),
-            },
-        );
+        let recorder = EventRecorder::new(client.clone(), MANAGED_BY.into(), instance);
         let dispatch = DispatchConfig {
             origin_id: cfg.origin_id.clone(),
             max_redispatch: cfg.max_redispatch,

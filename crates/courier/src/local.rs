@@ -36,6 +36,9 @@ pub struct LocalOptions {
     pub workers: Vec<WorkerSpec>,
     pub metrics_addr: Option<SocketAddr>,
     pub gc_interval: Duration,
+    /// Run the controller in this process. `courier bench` runs it as a child process instead, so
+    /// its CPU and memory are measured apart from the clusters'.
+    pub in_process_controller: bool,
 }
 
 impl LocalOptions {
@@ -51,6 +54,7 @@ impl LocalOptions {
             workers: vec![w("worker-1", "eu"), w("worker-2", "us")],
             metrics_addr: None,
             gc_interval: Duration::from_secs(10),
+            in_process_controller: true,
         }
     }
 }
@@ -59,7 +63,8 @@ pub struct Local {
     pub management: Sim,
     pub workers: Vec<(WorkerSpec, Sim)>,
     pub client: Client,
-    pub controller: JoinHandle<anyhow::Result<()>>,
+    /// The in-process controller (`None` when `in_process_controller` is off).
+    pub controller: Option<JoinHandle<anyhow::Result<()>>>,
     shutdown: CancellationToken,
 }
 
@@ -147,6 +152,15 @@ impl Local {
             register(&client, w, &sim.kubeconfig()).await?;
         }
         let shutdown = CancellationToken::new();
+        if !opts.in_process_controller {
+            return Ok(Local {
+                management,
+                workers,
+                client,
+                controller: None,
+                shutdown,
+            });
+        }
         let cfg = ControllerConfig {
             metrics_addr: opts.metrics_addr,
             gc_interval: opts.gc_interval,
@@ -162,24 +176,29 @@ impl Local {
             management,
             workers,
             client,
-            controller,
+            controller: Some(controller),
             shutdown,
         };
         local.wait_ready(Duration::from_secs(30)).await?;
         Ok(local)
     }
 
-    /// Waits until every worker is Ready (or the controller stops).
-    async fn wait_ready(&self, timeout: Duration) -> anyhow::Result<()> {
+    /// Waits until every worker is Ready (or the in-process controller stops).
+    pub async fn wait_ready(&self, timeout: Duration) -> anyhow::Result<()> {
         let started = tokio::time::Instant::now();
         for (w, _) in &self.workers {
             let left = timeout.saturating_sub(started.elapsed());
             tokio::select! {
                 r = cluster::wait_ready(&self.client, &w.name, left) => r?,
-                _ = wait_finished(&self.controller) => bail!("the controller stopped before the workers were Ready"),
+                _ = wait_finished(self.controller.as_ref()) => bail!("the controller stopped before the workers were Ready"),
             }
         }
         Ok(())
+    }
+
+    /// Whether the in-process controller has stopped (never, when there is none).
+    pub fn controller_finished(&self) -> bool {
+        self.controller.as_ref().is_some_and(|c| c.is_finished())
     }
 
     /// A client for worker `i`.
@@ -193,10 +212,15 @@ impl Local {
     /// Stops the controller (waiting up to 5 s) and the clusters.
     pub async fn stop(self) -> anyhow::Result<()> {
         self.shutdown.cancel();
-        let result = match tokio::time::timeout(Duration::from_secs(5), self.controller).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(join)) => Err(anyhow!("the controller task failed: {join}")),
-            Err(_) => Err(anyhow!("the controller did not stop within 5s")),
+        let result = match self.controller {
+            None => Ok(()),
+            Some(controller) => {
+                match tokio::time::timeout(Duration::from_secs(5), controller).await {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(join)) => Err(anyhow!("the controller task failed: {join}")),
+                    Err(_) => Err(anyhow!("the controller did not stop within 5s")),
+                }
+            }
         };
         for (_, sim) in &self.workers {
             sim.shutdown();
@@ -206,7 +230,10 @@ impl Local {
     }
 }
 
-async fn wait_finished(handle: &JoinHandle<anyhow::Result<()>>) {
+async fn wait_finished(handle: Option<&JoinHandle<anyhow::Result<()>>>) {
+    let Some(handle) = handle else {
+        return std::future::pending().await;
+    };
     while !handle.is_finished() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

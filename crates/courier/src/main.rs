@@ -3,6 +3,7 @@
 //! `run` is the controller; `cluster`, `submit`, `jobs`, `explain` and `crds` are for users;
 //! `sandbox` and `demo` start everything in one process on kubesim clusters.
 
+mod bench;
 mod cluster;
 mod controller;
 mod demo;
@@ -55,6 +56,8 @@ enum Command {
     Sandbox(sandbox::SandboxArgs),
     /// Run the examples on in-process kubesim clusters and show where and how each Job ran.
     Demo(demo::DemoArgs),
+    /// Measure dispatch throughput, status lag and cost on in-process kubesim clusters.
+    Bench(bench::BenchArgs),
 }
 
 /// How client commands reach the management cluster (`cluster` subcommands, whose `--kubeconfig`
@@ -145,6 +148,7 @@ fn main() -> ExitCode {
             Command::Crds => crds().map(|_| ExitCode::SUCCESS),
             Command::Sandbox(a) => sandbox::run(a).await.map(|_| ExitCode::SUCCESS),
             Command::Demo(a) => demo::run(a).await,
+            Command::Bench(a) => bench::run(a).await.map(|_| ExitCode::SUCCESS),
         }
     });
     // Background tasks (watches, in-process clusters) must not keep the process alive.

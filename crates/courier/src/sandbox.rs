@@ -85,7 +85,7 @@ pub async fn run(a: SandboxArgs) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
     tokio::spawn(crate::run::shutdown_on_signal(stop.clone()));
     let controller_ended = async {
-        while !local.controller.is_finished() {
+        while !local.controller_finished() {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
     };

@@ -19,7 +19,6 @@ use courier_api::reasons::{
     REASON_UNAUTHORIZED, REASON_UNREACHABLE,
 };
 use courier_core::status::whole_seconds;
-use futures::future::join_all;
 use jiff::Timestamp;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use kube::Api;
@@ -313,12 +312,13 @@ async fn probe(shared: &Shared, conn: &Connection) -> Result<String, (&'static s
             Err(e) => return Err(classify(&conn.server, &e)),
         }
     };
-    let rights: Vec<_> = crate::api_calls::worker_rights().collect();
-    let reviews = rights
-        .iter()
-        .map(|(verb, group, resource)| allowed(conn, verb, group, resource, deadline));
+    // One review after the other, on the connection /version just used: concurrent requests over
+    // HTTP/1.1 each open a TLS connection, and the pool's connections do not outlive the read
+    // timeout (as long as the probe interval), so concurrent reviews cost up to seven TLS handshakes
+    // per worker per probe (measured: most of an idle controller's CPU, docs/benchmarks.md).
     let mut missing = Vec::new();
-    for ((verb, group, resource), r) in rights.iter().zip(join_all(reviews).await) {
+    for (verb, group, resource) in crate::api_calls::worker_rights() {
+        let r = allowed(conn, verb, group, resource, deadline).await;
         match r {
             Ok(true) => {}
             Ok(false) => missing.push(if group.is_empty() {

@@ -205,17 +205,18 @@ pub async fn watch(
             None => return,
             Some(Ok(Event::Init)) => cluster.mirrors.relist_started(),
             Some(Ok(Event::InitApply(obj) | Event::Apply(obj))) => {
+                // A mirror changed: copying its status must not wait behind new origins.
                 if let Some((key, entry)) = trim(&obj)
                     && cluster.mirrors.upsert(key.clone(), entry)
                 {
-                    shared.queue.add(key);
+                    shared.queue.add_urgent(key);
                 }
             }
             Some(Ok(Event::Delete(obj))) => {
                 if let Some((key, _)) = trim(&obj)
                     && cluster.mirrors.remove(&key)
                 {
-                    shared.queue.add(key);
+                    shared.queue.add_urgent(key);
                 }
             }
             Some(Ok(Event::InitDone)) => {

@@ -1,0 +1,463 @@
+//! What `courier bench` measures and how: a process's CPU time and memory from /proc, latency
+//! percentiles, and the per-Job timeline (origin created, mirror created, each status change on the
+//! mirror and when the origin first showed it) recorded from watches held by the bench process.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow};
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::batch::v1::{Job, JobStatus};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use serde::Serialize;
+use tokio::task::JoinHandle;
+
+/// CPU time and memory of a process, read from /proc (Linux).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcSample {
+    /// utime + stime.
+    pub cpu: Duration,
+    /// VmRSS: resident now.
+    pub rss_bytes: u64,
+    /// VmHWM: peak resident so far.
+    pub peak_rss_bytes: u64,
+}
+
+/// Reads `/proc/<pid>/stat` and `/proc/<pid>/status`; `pid` `None` = this process.
+pub fn sample(pid: Option<u32>) -> anyhow::Result<ProcSample> {
+    let dir = match pid {
+        Some(p) => format!("/proc/{p}"),
+        None => "/proc/self".to_string(),
+    };
+    let stat = std::fs::read_to_string(format!("{dir}/stat"))
+        .with_context(|| format!("reading {dir}/stat (courier bench needs Linux /proc)"))?;
+    // The command name (field 2) may hold spaces; fields are counted after its closing ')'.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .ok_or_else(|| anyhow!("unexpected {dir}/stat: {stat}"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After ')': state is field 3, so utime (14) and stime (15) are at indexes 11 and 12.
+    let ticks = |i: usize| -> anyhow::Result<u64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .ok_or_else(|| anyhow!("unexpected {dir}/stat: {stat}"))
+    };
+    let total_ticks = ticks(11)? + ticks(12)?;
+    let status = std::fs::read_to_string(format!("{dir}/status"))
+        .with_context(|| format!("reading {dir}/status"))?;
+    let kib = |key: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    Ok(ProcSample {
+        cpu: Duration::from_secs_f64(total_ticks as f64 / clock_ticks_per_second()),
+        rss_bytes: kib("VmRSS:") * 1024,
+        peak_rss_bytes: kib("VmHWM:") * 1024,
+    })
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions; it only reads a system constant.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
+/// Logical CPUs this process may run on.
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The 1-minute load average (how busy the machine was), if readable.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// p50, p99 and max of a set of durations, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct Percentiles {
+    pub count: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles; all zero for an empty set.
+    pub fn of(mut samples: Vec<Duration>) -> Self {
+        if samples.is_empty() {
+            return Self::default();
+        }
+        samples.sort_unstable();
+        let rank = |p: f64| {
+            let i = ((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1;
+            samples[i].as_secs_f64() * 1000.0
+        };
+        Self {
+            count: samples.len(),
+            p50_ms: rank(0.50),
+            p99_ms: rank(0.99),
+            max_ms: rank(1.0),
+        }
+    }
+}
+
+/// What a Job's status looks like, for matching a mirror's status with the origin's: counters and
+/// the true condition types, without Courier's own `courier.dev/*` conditions (only origins have them).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Signature {
+    active: i32,
+    ready: i32,
+    succeeded: i32,
+    failed: i32,
+    terminating: i32,
+    conditions: Vec<String>,
+}
+
+impl Signature {
+    pub fn of(status: Option<&JobStatus>) -> Self {
+        let Some(s) = status else {
+            return Self::default();
+        };
+        let mut conditions: Vec<String> = s
+            .conditions
+            .iter()
+            .flatten()
+            .filter(|c| c.status == "True" && !c.type_.starts_with("courier.dev/"))
+            .map(|c| c.type_.clone())
+            .collect();
+        conditions.sort();
+        Self {
+            active: s.active.unwrap_or(0),
+            ready: s.ready.unwrap_or(0),
+            succeeded: s.succeeded.unwrap_or(0),
+            failed: s.failed.unwrap_or(0),
+            terminating: s.terminating.unwrap_or(0),
+            conditions,
+        }
+    }
+
+    /// A Job nobody has started yet.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    pub fn finished(&self) -> bool {
+        self.conditions
+            .iter()
+            .any(|c| c == "Complete" || c == "Failed")
+    }
+}
+
+/// One Job's timeline as the bench process saw it.
+#[derive(Debug, Default)]
+struct Timeline {
+    created: Option<Instant>,
+    mirror_created: Option<Instant>,
+    /// Distinct non-empty mirror statuses, in order.
+    mirror: Vec<(Signature, Instant)>,
+    /// Distinct origin statuses, in order.
+    origin: Vec<(Signature, Instant)>,
+    finished: Option<Instant>,
+}
+
+/// The timelines of every Job of one run, filled by the watches and the submitter.
+#[derive(Default)]
+pub struct Recorder {
+    jobs: Mutex<HashMap<String, Timeline>>,
+    created: AtomicUsize,
+    mirrors: AtomicUsize,
+    finished: AtomicUsize,
+}
+
+/// The figures computed from a run's timelines.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timelines {
+    /// Origins created by the bench.
+    pub created: usize,
+    /// Of those, with a mirror seen.
+    pub dispatched: usize,
+    /// Of those, Complete or Failed on the origin.
+    pub finished: usize,
+    /// First origin create to last mirror seen.
+    pub dispatch_seconds: f64,
+    /// First origin create to the last origin finished.
+    pub end_to_end_seconds: f64,
+    /// Origin created to mirror seen, per Job.
+    pub dispatch_latency: Percentiles,
+    /// Mirror status change seen to the origin first showing it (or a later mirror status).
+    pub status_latency: Percentiles,
+    /// Mirror status changes the origin never showed (nor any later one).
+    pub status_unmatched: usize,
+}
+
+impl Recorder {
+    fn with<R>(&self, name: &str, f: impl FnOnce(&mut Timeline) -> R) -> R {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        f(jobs.entry(name.to_string()).or_default())
+    }
+
+    pub fn created(&self, name: &str, at: Instant) {
+        self.with(name, |t| t.created = Some(at));
+        self.created.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn mirror_seen(&self, name: &str, status: Option<&JobStatus>, at: Instant) {
+        let sig = Signature::of(status);
+        let first = self.with(name, |t| {
+            let first = t.mirror_created.is_none();
+            if first {
+                t.mirror_created = Some(at);
+            }
+            if !sig.is_empty() && t.mirror.last().is_none_or(|(s, _)| *s != sig) {
+                t.mirror.push((sig, at));
+            }
+            first
+        });
+        if first {
+            self.mirrors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn origin_seen(&self, name: &str, status: Option<&JobStatus>, at: Instant) {
+        let sig = Signature::of(status);
+        let finished_now = self.with(name, |t| {
+            let finished_now = t.finished.is_none() && sig.finished();
+            if finished_now {
+                t.finished = Some(at);
+            }
+            if t.origin.last().is_none_or(|(s, _)| *s != sig) {
+                t.origin.push((sig, at));
+            }
+            finished_now
+        });
+        if finished_now {
+            self.finished.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn created_count(&self) -> usize {
+        self.created.load(Ordering::Relaxed)
+    }
+    pub fn mirror_count(&self) -> usize {
+        self.mirrors.load(Ordering::Relaxed)
+    }
+    pub fn finished_count(&self) -> usize {
+        self.finished.load(Ordering::Relaxed)
+    }
+
+    /// The figures of the Jobs the bench created.
+    pub fn summarize(&self) -> Timelines {
+        let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        let mut dispatch = Vec::new();
+        let mut status = Vec::new();
+        let mut unmatched = 0;
+        let (mut first_created, mut last_mirror, mut last_finished) = (None, None, None);
+        let (mut created, mut dispatched, mut finished) = (0, 0, 0);
+        for t in jobs.values() {
+            let Some(c) = t.created else { continue };
+            created += 1;
+            first_created = Some(first_created.map_or(c, |f: Instant| f.min(c)));
+            if let Some(m) = t.mirror_created {
+                dispatched += 1;
+                dispatch.push(m.saturating_duration_since(c));
+                last_mirror = Some(last_mirror.map_or(m, |l: Instant| l.max(m)));
+            }
+            if let Some(f) = t.finished {
+                finished += 1;
+                last_finished = Some(last_finished.map_or(f, |l: Instant| l.max(f)));
+            }
+            let (lat, missed) = propagation(&t.mirror, &t.origin);
+            status.extend(lat);
+            unmatched += missed;
+        }
+        let since_first = |end: Option<Instant>| match (first_created, end) {
+            (Some(s), Some(e)) => e.saturating_duration_since(s).as_secs_f64(),
+            _ => 0.0,
+        };
+        Timelines {
+            created,
+            dispatched,
+            finished,
+            dispatch_seconds: since_first(last_mirror),
+            end_to_end_seconds: since_first(last_finished),
+            dispatch_latency: Percentiles::of(dispatch),
+            status_latency: Percentiles::of(status),
+            status_unmatched: unmatched,
+        }
+    }
+}
+
+/// For each mirror status change, how long until the origin showed it. The controller may skip
+/// intermediate statuses when the mirror changes faster than it writes (it copies the latest), so a
+/// change counts as propagated when the origin shows it or any later mirror status.
+fn propagation(
+    mirror: &[(Signature, Instant)],
+    origin: &[(Signature, Instant)],
+) -> (Vec<Duration>, usize) {
+    // For each origin status: the latest mirror change it equals (or None).
+    let reached: Vec<(Option<usize>, Instant)> = origin
+        .iter()
+        .map(|(sig, at)| (mirror.iter().rposition(|(m, _)| m == sig), *at))
+        .collect();
+    let mut out = Vec::with_capacity(mirror.len());
+    let mut missed = 0;
+    for (i, (_, seen)) in mirror.iter().enumerate() {
+        match reached
+            .iter()
+            .find(|(r, _)| r.is_some_and(|r| r >= i))
+            .map(|(_, at)| *at)
+        {
+            Some(at) => out.push(at.saturating_duration_since(*seen)),
+            None => missed += 1,
+        }
+    }
+    (out, missed)
+}
+
+/// Which side a watch records.
+#[derive(Debug, Clone, Copy)]
+pub enum Side {
+    Origin,
+    Mirror,
+}
+
+/// Watches Jobs in `namespace` (optionally by label) and records each version on `recorder`.
+pub fn watch(
+    client: Client,
+    namespace: &str,
+    labels: Option<String>,
+    side: Side,
+    recorder: Arc<Recorder>,
+) -> JoinHandle<()> {
+    let api: Api<Job> = Api::namespaced(client, namespace);
+    let mut cfg = watcher::Config::default();
+    if let Some(l) = labels {
+        cfg = cfg.labels(&l);
+    }
+    tokio::spawn(async move {
+        let stream = watcher::watcher(api, cfg);
+        futures::pin_mut!(stream);
+        loop {
+            let event = match stream.try_next().await {
+                Ok(Some(e)) => e,
+                Ok(None) => return,
+                // The watcher re-lists on its own after an error; keep reading.
+                Err(e) => {
+                    tracing::debug!(error = %e, "bench watch error");
+                    continue;
+                }
+            };
+            let now = Instant::now();
+            let job = match event {
+                watcher::Event::Apply(j) | watcher::Event::InitApply(j) => j,
+                _ => continue,
+            };
+            let Some(name) = job.metadata.name.as_deref() else {
+                continue;
+            };
+            match side {
+                Side::Origin => recorder.origin_seen(name, job.status.as_ref(), now),
+                Side::Mirror => recorder.mirror_seen(name, job.status.as_ref(), now),
+            }
+        }
+    })
+}
+
+/// Waits until `done()` or the deadline; `what` names the wait in the error.
+pub async fn wait_until(
+    what: &str,
+    deadline: Instant,
+    mut done: impl FnMut() -> bool,
+    mut progress: impl FnMut() -> String,
+) -> anyhow::Result<()> {
+    while !done() {
+        if Instant::now() >= deadline {
+            anyhow::bail!("timed out waiting for {what}: {}", progress());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// Runs `futures` with at most `concurrency` in flight; outputs in completion order.
+pub async fn run_all<F>(futures: impl Iterator<Item = F>, concurrency: usize) -> Vec<F::Output>
+where
+    F: std::future::Future,
+{
+    futures::stream::iter(futures)
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(active: i32, succeeded: i32, conds: &[&str]) -> Signature {
+        Signature {
+            active,
+            succeeded,
+            conditions: conds.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn percentiles_nearest_rank() {
+        let p = Percentiles::of((1..=100).map(Duration::from_millis).collect());
+        assert_eq!(p.count, 100);
+        assert_eq!(p.p50_ms, 50.0);
+        assert_eq!(p.p99_ms, 99.0);
+        assert_eq!(p.max_ms, 100.0);
+        assert_eq!(Percentiles::of(vec![]), Percentiles::default());
+    }
+
+    #[test]
+    fn propagation_counts_skipped_statuses_as_reached() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mirror = vec![
+            (sig(1, 0, &[]), at(0)),
+            (sig(0, 1, &[]), at(10)),
+            (sig(0, 1, &["Complete"]), at(20)),
+        ];
+        // The origin skipped the middle status and never showed a foreign one.
+        let origin = vec![
+            (sig(0, 0, &[]), t0),
+            (sig(1, 0, &[]), at(5)),
+            (sig(0, 1, &["Complete"]), at(30)),
+        ];
+        let (lat, missed) = propagation(&mirror, &origin);
+        assert_eq!(missed, 0);
+        assert_eq!(
+            lat,
+            vec![
+                Duration::from_millis(5),
+                Duration::from_millis(20),
+                Duration::from_millis(10)
+            ]
+        );
+        let (lat, missed) = propagation(&mirror, &origin[..2]);
+        assert_eq!((lat.len(), missed), (1, 2));
+    }
+
+    #[test]
+    fn reads_this_process() {
+        let s = sample(None).expect("/proc/self");
+        assert!(s.rss_bytes > 0 && s.peak_rss_bytes >= s.rss_bytes);
+    }
+}

@@ -1,0 +1,112 @@
+//! `courier bench` end to end, small: the figures come out with the right shape and sane values.
+//! Nothing here is timed (the figures depend on the machine); see docs/benchmarks.md.
+
+use std::path::Path;
+
+use anyhow::{Context as _, anyhow, ensure};
+use courier_e2e::courier;
+use serde_json::Value;
+
+fn number(v: &Value, path: &str) -> anyhow::Result<f64> {
+    v.pointer(path)
+        .and_then(Value::as_f64)
+        .ok_or_else(|| anyhow!("{path} is not a number in {v:#}"))
+}
+
+fn check_percentiles(v: &Value, path: &str, count: f64) -> anyhow::Result<()> {
+    let p50 = number(v, &format!("{path}/p50_ms"))?;
+    let p99 = number(v, &format!("{path}/p99_ms"))?;
+    let max = number(v, &format!("{path}/max_ms"))?;
+    ensure!(
+        0.0 <= p50 && p50 <= p99 && p99 <= max,
+        "{path}: p50 {p50} p99 {p99} max {max}"
+    );
+    ensure!(
+        number(v, &format!("{path}/count"))? >= count,
+        "{path}: fewer than {count} samples"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_reports_every_figure() -> anyhow::Result<()> {
+    let out = courier(
+        Path::new("/nonexistent"),
+        &[
+            "bench",
+            "--jobs",
+            "20",
+            "--workers",
+            "2",
+            "--idle-workers",
+            "3",
+            "--idle-sample",
+            "1s",
+            "--speed",
+            "4",
+            "--json",
+        ],
+    )
+    .await?
+    .ok()?;
+    let r: Value = serde_json::from_str(&out.stdout)
+        .with_context(|| format!("not JSON:\n{}\nstderr: {}", out.stdout, out.stderr))?;
+    for (path, want) in [
+        ("/courier/created", 20.0),
+        ("/courier/dispatched", 20.0),
+        ("/courier/finished", 20.0),
+        ("/floor/dispatched", 20.0),
+        ("/clusters/workers", 3.0),
+        ("/config/workers", 2.0),
+    ] {
+        ensure!(number(&r, path)? == want, "{path} != {want} in {r:#}");
+    }
+    check_percentiles(&r, "/courier/dispatch_latency", 20.0)?;
+    check_percentiles(&r, "/floor/dispatch_latency", 20.0)?;
+    // Every Job starts and completes: at least two status changes each reach the origin.
+    check_percentiles(&r, "/courier/status_latency", 40.0)?;
+    ensure!(number(&r, "/courier/status_unmatched")? == 0.0, "{r:#}");
+    for path in [
+        "/courier/jobs_per_second",
+        "/floor/jobs_per_second",
+        "/courier_over_floor",
+        "/courier/end_to_end_seconds",
+        "/courier/cost/peak_rss_bytes",
+        "/courier/cost/rss_at_rest_bytes",
+        "/clusters/ready_seconds",
+    ] {
+        ensure!(number(&r, path)? > 0.0, "{path} is not positive in {r:#}");
+    }
+    ensure!(
+        number(&r, "/courier/end_to_end_seconds")? >= number(&r, "/courier/dispatch_seconds")?,
+        "{r:#}"
+    );
+    for path in [
+        "/courier/cost/cpu_seconds",
+        "/courier/cost/rss_per_tracked_job_bytes",
+        "/clusters/idle_cpu_percent",
+    ] {
+        ensure!(number(&r, path)? >= 0.0, "{path} is negative in {r:#}");
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_rejects_bad_flags() -> anyhow::Result<()> {
+    for args in [
+        &["bench", "--jobs", "0"][..],
+        &["bench", "--speed", "0"],
+        &["bench", "--workers", "0"],
+    ] {
+        let out = courier(Path::new("/nonexistent"), args).await?;
+        ensure!(!out.success, "courier {args:?} succeeded");
+        ensure!(
+            out.stderr.contains("jobs")
+                || out.stderr.contains("speed")
+                || out.stderr.contains("workers"),
+            "courier {args:?}: {}",
+            out.stderr
+        );
+    }
+    Ok(())
+}
