@@ -22,6 +22,11 @@ use crate::errors::{CallError, with_timeout};
 /// How long a reconcile waits for a call slot on a busy worker before giving up.
 const SLOT_WAIT: Duration = Duration::from_millis(250);
 
+/// Waiting for a slot only pays while the worker is answering: with calls pending and no answer for
+/// this long, a reconcile gives up at once instead of holding a reconcile worker for [`SLOT_WAIT`]
+/// (the first second of a hang, before [`STALL_AFTER`] takes the worker out of placement).
+const ANSWERING_WITHIN: Duration = Duration::from_millis(100);
+
 /// Calls pending this long with none completing mark the worker as stalled: no new placements
 /// there and no waiting for its call slots, long before a request times out. A healthy worker
 /// completes some call every few milliseconds even under full load.
@@ -36,11 +41,16 @@ struct Pending<'a> {
 }
 
 impl super::Progress {
-    fn stalled(&self, now: Instant) -> bool {
+    /// Calls are pending and none has been answered for `quiet`.
+    fn silent_for(&self, now: Instant, quiet: Duration) -> bool {
         self.pending > 0
             && self
                 .last
-                .is_some_and(|t| now.saturating_duration_since(t) >= STALL_AFTER)
+                .is_some_and(|t| now.saturating_duration_since(t) >= quiet)
+    }
+
+    fn stalled(&self, now: Instant) -> bool {
+        self.silent_for(now, STALL_AFTER)
     }
 }
 
@@ -117,12 +127,14 @@ impl Cluster {
         if self.circuit_open() {
             return Err(CallError::CircuitOpen(self.name.clone()));
         }
-        // A stalled worker's slots will not free up soon: give the reconcile worker back at once.
-        let slot_wait = if self.stalled() {
-            Duration::ZERO
-        } else {
-            SLOT_WAIT
-        };
+        // A worker that is not answering will not free its slots soon: give the reconcile worker
+        // back at once.
+        let silent = self
+            .progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .silent_for(Instant::now(), ANSWERING_WITHIN);
+        let slot_wait = if silent { Duration::ZERO } else { SLOT_WAIT };
         let Ok(Ok(_permit)) = tokio::time::timeout(slot_wait, self.inflight.acquire()).await else {
             return Err(CallError::Busy(self.name.clone()));
         };
@@ -279,5 +291,11 @@ mod tests {
             busy.stalled(t0 + STALL_AFTER),
             "pending with no answer for STALL_AFTER"
         );
+        assert!(!busy.silent_for(t0 + ANSWERING_WITHIN / 2, ANSWERING_WITHIN));
+        assert!(
+            busy.silent_for(t0 + ANSWERING_WITHIN, ANSWERING_WITHIN),
+            "no slot wait long before the worker counts as stalled"
+        );
+        assert!(!idle.silent_for(t0 + STALL_AFTER, ANSWERING_WITHIN));
     }
 }
