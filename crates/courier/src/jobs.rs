@@ -88,8 +88,12 @@ pub fn phase(job: &Job) -> String {
     if job.spec.as_ref().and_then(|s| s.suspend) == Some(true) || condition_true(job, "Suspended") {
         return "Suspended".into();
     }
-    let active = job.status.as_ref().and_then(|s| s.active).unwrap_or(0);
-    if active > 0 {
+    // Between pods (one finished, the next not yet started, or the last one done before the
+    // terminal condition arrives) the Job is still running as far as its owner is concerned.
+    let started = job.status.as_ref().is_some_and(|s| {
+        s.active.unwrap_or(0) > 0 || s.succeeded.unwrap_or(0) > 0 || s.failed.unwrap_or(0) > 0
+    });
+    if started {
         return "Running".into();
     }
     if cluster_of(job).is_some() {
@@ -676,5 +680,33 @@ mod tests {
         assert!(parse_ref("a/", None).is_err());
         assert!(parse_ref("a/b/c", None).is_err());
         assert!(parse_ref("a/b", Some("z")).is_err());
+    }
+
+    #[test]
+    fn phases() {
+        let at = |status: serde_json::Value| -> String {
+            let j: Job = serde_json::from_value(json!({
+                "metadata": {"name": "a", "labels": {"courier.dev/cluster": "w1"}},
+                "spec": {"template": {}},
+                "status": status,
+            }))
+            .unwrap_or_else(|e| panic!("{e}"));
+            phase(&j)
+        };
+        assert_eq!(at(json!({})), "Dispatched");
+        assert_eq!(at(json!({"active": 1})), "Running");
+        // The last index done, the terminal condition not yet written.
+        assert_eq!(at(json!({"active": 0, "succeeded": 1})), "Running");
+        assert_eq!(
+            at(json!({"succeeded": 1, "conditions": [
+                {"type": "SuccessCriteriaMet", "status": "True"}]})),
+            "Finishing"
+        );
+        assert_eq!(
+            at(json!({"succeeded": 1, "conditions": [
+                {"type": "SuccessCriteriaMet", "status": "True"},
+                {"type": "Complete", "status": "True"}]})),
+            "Complete"
+        );
     }
 }
