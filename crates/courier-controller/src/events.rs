@@ -7,6 +7,7 @@
 //! O(Jobs dispatched in the last 6 minutes) per Job, and a full Event object kept per Job: at 10,000
 //! Jobs `courier bench` measured 7% of the controller's CPU in that scan (docs/benchmarks.md).
 
+use crate::locks::MutexExt as _;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -101,7 +102,7 @@ impl EventRecorder {
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+        self.cache.lock_or_recover()
     }
 
     /// Publishes `ev` about `regarding` (in its namespace, `default` for cluster-scoped objects).

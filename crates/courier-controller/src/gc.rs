@@ -134,14 +134,12 @@ pub async fn sweep_all(shared: &Shared) {
 
 /// The periodic sweep, plus one whenever `shared.gc_now` is notified (leadership gained).
 pub async fn run(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(
+    let mut tick = crate::shared::every(
         shared
             .cfg
             .gc_interval
             .max(std::time::Duration::from_secs(1)),
     );
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
     loop {
         tokio::select! {
             _ = shared.token.cancelled() => return,

@@ -36,6 +36,7 @@ mod events;
 mod gc;
 mod http;
 mod leader;
+mod locks;
 mod metrics;
 mod origin;
 mod queue;

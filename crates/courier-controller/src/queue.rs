@@ -12,6 +12,7 @@
 //!
 //! Everything is behind one short-held `std` mutex (never held across an await).
 
+use crate::locks::MutexExt as _;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -129,7 +130,7 @@ impl WorkQueue {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic elsewhere cannot leave the state half-updated in a way that matters more than
         // losing the queue would.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock_or_recover()
     }
 
     /// Queues `key` now (dedup; a key being processed is re-queued when it is done).
@@ -397,9 +398,7 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 while let Ok(key) = tokio::time::timeout(Duration::from_millis(100), q.next()).await
                 {
-                    seen.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(key.clone());
+                    seen.lock_or_recover().insert(key.clone());
                     q.done(&key);
                 }
             }));
@@ -407,6 +406,6 @@ mod tests {
         for t in tasks {
             let _ = t.await;
         }
-        assert_eq!(seen.lock().unwrap_or_else(|p| p.into_inner()).len(), 100);
+        assert_eq!(seen.lock_or_recover().len(), 100);
     }
 }

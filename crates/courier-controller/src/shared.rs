@@ -6,6 +6,7 @@
 //! `concurrency` queue workers, the periodic resync, the GC loop, the leadership reactor and the
 //! HTTP server. Locks are `std` locks held for map operations only, never across an await.
 
+use crate::locks::MutexExt as _;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -199,8 +200,7 @@ impl Shared {
         });
         keys.extend(
             self.waits
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
+                .lock_or_recover()
                 .iter()
                 .filter(|(_, w)| w.no_eligible)
                 .map(|(k, _)| k.clone()),
@@ -212,20 +212,14 @@ impl Shared {
 
     /// Drops what is remembered about an origin that is gone.
     pub fn forget_origin(&self, key: &ObjectKey) {
-        self.hints
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
-        self.waits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        self.hints.lock_or_recover().remove(key);
+        self.waits.lock_or_recover().remove(key);
         self.queue.remove(key);
     }
 
     /// In-memory hints for the origin with this UID (reset when the UID changes).
     pub fn hints_for(&self, key: &ObjectKey, uid: &str) -> Hints {
-        let mut h = self.hints.lock().unwrap_or_else(|p| p.into_inner());
+        let mut h = self.hints.lock_or_recover();
         match h.get(key) {
             Some((u, hints)) if u == uid => hints.clone(),
             Some(_) => {
@@ -238,7 +232,7 @@ impl Shared {
 
     /// Remembers that `cluster` holds someone else's Job with the origin's name.
     pub fn add_foreign(&self, key: &ObjectKey, uid: &str, cluster: &str) {
-        let mut h = self.hints.lock().unwrap_or_else(|p| p.into_inner());
+        let mut h = self.hints.lock_or_recover();
         let entry = h
             .entry(key.clone())
             .or_insert_with(|| (uid.to_string(), Hints::default()));
@@ -249,7 +243,7 @@ impl Shared {
     }
 
     pub fn record_wait(&self, key: &ObjectKey, wait: Option<&Wait>) {
-        let mut w = self.waits.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.waits.lock_or_recover();
         match wait {
             None => {
                 w.remove(key);
@@ -268,8 +262,7 @@ impl Shared {
 
     pub fn wait_of(&self, key: &ObjectKey) -> Option<String> {
         self.waits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_or_recover()
             .get(key)
             .map(|w| w.message.clone())
     }
@@ -396,4 +389,12 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(),
         warn!("some controller tasks did not stop within 10s");
     }
     Ok(())
+}
+
+/// A ticker whose first tick is one `period` from now (the loops that use it have just started
+/// fresh) and which, after a slow round, waits a whole period again instead of catching up.
+pub fn every(period: std::time::Duration) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
 }

@@ -133,9 +133,7 @@ pub async fn worker(shared: Arc<Shared>) {
 
 /// Re-queues every origin that still needs attention every `resync_interval`.
 pub async fn resync(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(shared.tuning.resync_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
+    let mut tick = crate::shared::every(shared.tuning.resync_interval);
     loop {
         tokio::select! {
             _ = shared.token.cancelled() => return,

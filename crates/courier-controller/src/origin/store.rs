@@ -11,6 +11,7 @@
 //! fetched with one GET when a mirror must be created (once per placement), which costs a request
 //! per dispatch instead of holding every template in memory.
 
+use crate::locks::RwLockExt as _;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -173,11 +174,11 @@ pub struct OriginStore {
 
 impl OriginStore {
     fn read(&self) -> RwLockReadGuard<'_, Inner> {
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
+        self.inner.read_or_recover()
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, Inner> {
-        self.inner.write().unwrap_or_else(|p| p.into_inner())
+        self.inner.write_or_recover()
     }
 
     pub fn is_synced(&self) -> bool {

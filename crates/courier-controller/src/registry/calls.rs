@@ -5,6 +5,7 @@
 //! which the failure triggers at once. So a worker that hangs holds at most a bounded number of
 //! reconciles for at most one request timeout.
 
+use crate::locks::MutexExt as _;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -56,11 +57,7 @@ impl super::Progress {
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        let mut p = self
-            .cluster
-            .progress
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut p = self.cluster.progress.lock_or_recover();
         p.pending = p.pending.saturating_sub(1);
         if self.answered {
             p.last = Some(Instant::now());
@@ -70,7 +67,7 @@ impl Drop for Pending<'_> {
 
 impl Cluster {
     fn circuit_open(&self) -> bool {
-        let mut c = self.circuit.lock().unwrap_or_else(|p| p.into_inner());
+        let mut c = self.circuit.lock_or_recover();
         match *c {
             Some(until) if Instant::now() < until => true,
             Some(_) => {
@@ -83,13 +80,12 @@ impl Cluster {
 
     /// Lets calls through again (a probe succeeded).
     pub fn close_circuit(&self) {
-        *self.circuit.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.circuit.lock_or_recover() = None;
     }
 
     fn note_failure(&self, e: &CallError) {
         if e.is_unreachable() {
-            *self.circuit.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some(Instant::now() + self.request_timeout);
+            *self.circuit.lock_or_recover() = Some(Instant::now() + self.request_timeout);
             self.wake.notify_one();
         } else if matches!(e.code(), Some(401 | 403)) {
             self.wake.notify_one();
@@ -99,12 +95,12 @@ impl Cluster {
     /// Calls are pending and none has completed for [`STALL_AFTER`]: the worker accepted them but
     /// does not answer (hung, blackholed, overloaded). Placement avoids it until calls complete again.
     pub fn stalled(&self) -> bool {
-        let p = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        let p = self.progress.lock_or_recover();
         p.stalled(Instant::now())
     }
 
     fn call_started(&self) -> Pending<'_> {
-        let mut p = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        let mut p = self.progress.lock_or_recover();
         if p.pending == 0 {
             p.last = Some(Instant::now());
         }
@@ -131,8 +127,7 @@ impl Cluster {
         // back at once.
         let silent = self
             .progress
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_or_recover()
             .silent_for(Instant::now(), ANSWERING_WITHIN);
         let slot_wait = if silent { Duration::ZERO } else { SLOT_WAIT };
         let Ok(Ok(_permit)) = tokio::time::timeout(slot_wait, self.inflight.acquire()).await else {
@@ -221,12 +216,7 @@ impl Cluster {
 
     /// Creates the namespace if missing (remembered per connection).
     pub async fn ensure_namespace(&self, ns: &str) -> Result<(), CallError> {
-        if self
-            .namespaces
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(ns)
-        {
+        if self.namespaces.lock_or_recover().contains(ns) {
             return Ok(());
         }
         let obj: Namespace = serde_json::from_value(json!({
@@ -245,27 +235,18 @@ impl Cluster {
             Err(e) if e.is_already_exists() => {}
             Err(e) => return Err(e),
         }
-        self.namespaces
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(ns.to_string());
+        self.namespaces.lock_or_recover().insert(ns.to_string());
         Ok(())
     }
 
     /// Forgets that `ns` exists (a create there answered "namespace not found").
     pub fn forget_namespace(&self, ns: &str) {
-        self.namespaces
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(ns);
+        self.namespaces.lock_or_recover().remove(ns);
     }
 
     /// Forgets every namespace (new connection: maybe another cluster).
     pub fn forget_namespaces(&self) {
-        self.namespaces
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.namespaces.lock_or_recover().clear();
     }
 }
 

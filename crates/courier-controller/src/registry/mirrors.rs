@@ -11,6 +11,7 @@
 //! `uncountedTerminatedPods`: worker pod UIDs mean nothing to the origin) and the deletion mark.
 //! No pod template, no managedFields: well under 2 KB per mirror.
 
+use crate::locks::RwLockExt as _;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -58,11 +59,11 @@ pub struct MirrorCache {
 
 impl MirrorCache {
     fn read(&self) -> RwLockReadGuard<'_, Inner> {
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
+        self.inner.read_or_recover()
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, Inner> {
-        self.inner.write().unwrap_or_else(|p| p.into_inner())
+        self.inner.write_or_recover()
     }
 
     /// The cache reflects a complete list of the worker's mirrors (since the current watch began).

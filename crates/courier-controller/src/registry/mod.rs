@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod mirrors;
 pub mod status;
 
+use crate::locks::RwLockExt as _;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -136,37 +137,31 @@ impl Cluster {
     }
 
     pub fn worker_cluster(&self) -> Arc<WorkerCluster> {
-        self.wc.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.wc.read_or_recover().clone()
     }
 
     fn set_worker_cluster(&self, wc: WorkerCluster) {
-        *self.wc.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(wc);
+        *self.wc.write_or_recover() = Arc::new(wc);
     }
 
     pub fn health(&self) -> Health {
-        self.health
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.health.read_or_recover().clone()
     }
 
     fn set_health(&self, h: Health) {
-        *self.health.write().unwrap_or_else(|p| p.into_inner()) = h;
+        *self.health.write_or_recover() = h;
     }
 
     pub fn is_ready(&self) -> bool {
-        self.health
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .ready()
+        self.health.read_or_recover().ready()
     }
 
     pub fn connection(&self) -> Option<Arc<Connection>> {
-        self.conn.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.conn.read_or_recover().clone()
     }
 
     fn set_connection(&self, c: Option<Arc<Connection>>) {
-        *self.conn.write().unwrap_or_else(|p| p.into_inner()) = c;
+        *self.conn.write_or_recover() = c;
     }
 }
 
@@ -186,11 +181,7 @@ impl Secrets {
     }
 
     pub fn get(&self, name: &str) -> Option<SecretData> {
-        self.map
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
+        self.map.read_or_recover().get(name).cloned()
     }
 
     /// Stores a Secret; true if its data changed.
@@ -204,7 +195,7 @@ impl Secrets {
             .flatten()
             .map(|(k, v)| (k.clone(), v.0.clone()))
             .collect();
-        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.map.write_or_recover();
         if map.get(&name).is_some_and(|old| **old == data) {
             return false;
         }
@@ -213,15 +204,11 @@ impl Secrets {
     }
 
     fn remove(&self, name: &str) -> bool {
-        self.map
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name)
-            .is_some()
+        self.map.write_or_recover().remove(name).is_some()
     }
 
     fn retain(&self, keep: &HashSet<String>) -> Vec<String> {
-        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.map.write_or_recover();
         let gone: Vec<String> = map.keys().filter(|k| !keep.contains(*k)).cloned().collect();
         for g in &gone {
             map.remove(g);
@@ -246,27 +233,15 @@ impl Registry {
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Cluster>> {
-        self.clusters
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
+        self.clusters.read_or_recover().get(name).cloned()
     }
 
     pub fn all(&self) -> Vec<Arc<Cluster>> {
-        self.clusters
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.clusters.read_or_recover().values().cloned().collect()
     }
 
     fn remove(&self, name: &str) -> Option<Arc<Cluster>> {
-        self.clusters
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name)
+        self.clusters.write_or_recover().remove(name)
     }
 
     /// Wakes every cluster task (e.g. after gaining leadership: status must be written).
@@ -301,8 +276,7 @@ fn apply_worker_cluster(shared: &Arc<Shared>, wc: WorkerCluster) {
     shared
         .registry
         .clusters
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
+        .write_or_recover()
         .insert(name.clone(), cluster.clone());
     info!(cluster = %name, "WorkerCluster registered");
     shared.tasks.spawn(cluster::run(shared.clone(), cluster));
