@@ -10,7 +10,7 @@
 //! | `courier_status_sync_total` | cluster, result (ok, error) |
 //! | `courier_reconcile_total` | result (ok, error) |
 //! | `courier_reconcile_errors_total` | reason (conflict, not_found, timeout, unreachable, forbidden, ...) |
-//! | `courier_mirrors` | cluster, state (running, suspended, succeeded, failed, stale) |
+//! | `courier_mirrors` | cluster, state (a `courier_core::phase` label: dispatched, running, suspended, finishing, complete, failed, deleting; or stale) |
 //! | `courier_cluster_ready` | cluster (1 Ready, 0 not) |
 //! | `courier_cluster_current_mirrors` | cluster (unfinished origins placed there) |
 //! | `courier_gc_deleted_total` | cluster, reason (origin_gone, origin_uid_differs, stale_epoch) |
@@ -177,12 +177,36 @@ impl Metrics {
     }
 }
 
-/// Values of the `state` label of `courier_mirrors`.
-pub const MIRROR_STATES: [&str; 5] = ["running", "suspended", "succeeded", "failed", "stale"];
+/// `state` of a mirror that is not its origin's current one (deleted as soon as its cluster answers).
+pub const STALE: &str = "stale";
+
+/// Values of the `state` label of `courier_mirrors`: the phase labels of `courier_core::phase`, plus
+/// [`STALE`].
+pub const MIRROR_STATES: [&str; 9] = [
+    "pending",
+    "dispatched",
+    "running",
+    "suspended",
+    "finishing",
+    "complete",
+    "failed",
+    "deleting",
+    STALE,
+];
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mirror_states_are_the_phase_labels_and_stale() {
+        let mut want: Vec<&str> = courier_core::phase::ALL_PHASES
+            .iter()
+            .map(|p| p.label())
+            .collect();
+        want.push(STALE);
+        assert_eq!(MIRROR_STATES.to_vec(), want);
+    }
 
     #[test]
     fn every_metric_registers_and_renders() {

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use courier_api::{LABEL_CLUSTER, MANAGED_BY};
-use courier_core::job::{Finished, finished};
+use courier_core::job::finished;
+use courier_core::phase::{JobPhase, PhaseFacts};
 use courier_core::reconcile::{DispatchConfig, Hints, Wait};
 use kube::Client;
 use kube::api::{ApiResource, GroupVersionKind};
@@ -24,7 +25,7 @@ use tracing::{info, warn};
 
 use crate::events::EventRecorder;
 use crate::leader::{LeaderState, Leadership};
-use crate::metrics::{MIRROR_STATES, Metrics};
+use crate::metrics::{MIRROR_STATES, Metrics, STALE};
 use crate::origin::store::OriginStore;
 use crate::queue::{ObjectKey, WorkQueue};
 use crate::registry::Registry;
@@ -288,18 +289,15 @@ impl Shared {
                 let state = if gc::verdict(&self.cfg.origin_id, &c.name, &e.view, origin.as_deref())
                     .is_some()
                 {
-                    "stale"
+                    STALE
                 } else {
-                    match finished(&e.view.status) {
-                        Some(Finished::Complete) => "succeeded",
-                        Some(Finished::Failed) => "failed",
-                        None if e.view.spec.get("suspend").and_then(|s| s.as_bool())
-                            == Some(true) =>
-                        {
-                            "suspended"
-                        }
-                        None => "running",
-                    }
+                    JobPhase::of(PhaseFacts {
+                        deleting: e.view.deleting,
+                        suspend: e.view.spec.get("suspend").and_then(|s| s.as_bool()) == Some(true),
+                        status: &e.view.status,
+                        placed: true,
+                    })
+                    .label()
                 };
                 *counts.entry(state).or_insert(0) += 1;
             }

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use courier_core::job::{Finished, finished};
 use courier_core::ownership::{OriginIdentity, classify};
+use courier_core::phase::PhaseFacts;
 use courier_core::reconcile::{Action, MirrorObservation};
 use serde::Serialize;
 
@@ -37,26 +37,7 @@ pub struct ClusterSnapshot {
     pub cache_synced: bool,
 }
 
-/// Where an origin is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum JobPhase {
-    /// Not placed yet (no cluster could take it, or not reconciled yet).
-    Pending,
-    /// Suspended (before or after being placed).
-    Suspended,
-    /// Placed on a cluster and unfinished.
-    Running,
-    Complete,
-    Failed,
-    /// Being deleted (mirror cleanup in progress).
-    Deleting,
-}
-
-impl std::fmt::Display for JobPhase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
-    }
-}
+pub use courier_core::phase::JobPhase;
 
 /// One origin Job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -125,17 +106,12 @@ pub fn clusters(shared: &Shared) -> Vec<ClusterSnapshot> {
 fn job(shared: &Shared, key: &ObjectKey, e: &OriginEntry) -> JobSnapshot {
     let v = &e.view;
     let intent = v.intent();
-    let phase = if v.deletion_timestamp.is_some() {
-        JobPhase::Deleting
-    } else {
-        match finished(&v.status) {
-            Some(Finished::Complete) => JobPhase::Complete,
-            Some(Finished::Failed) => JobPhase::Failed,
-            None if v.spec.suspend => JobPhase::Suspended,
-            None if intent.is_some() => JobPhase::Running,
-            None => JobPhase::Pending,
-        }
-    };
+    let phase = JobPhase::of(PhaseFacts {
+        deleting: v.deletion_timestamp.is_some(),
+        suspend: v.spec.suspend,
+        status: &v.status,
+        placed: intent.is_some(),
+    });
     JobSnapshot {
         namespace: key.namespace.clone(),
         name: key.name.clone(),
@@ -227,16 +203,18 @@ pub fn explain(shared: &Shared, key: &ObjectKey) -> Option<Explanation> {
                 MirrorObservation::Absent => "no Job with this name".into(),
                 MirrorObservation::Present(m) => {
                     let verdict = classify(&m.labels, cluster, identity, intent.as_ref());
-                    let state = match finished(&m.status) {
-                        Some(Finished::Complete) => "complete".to_string(),
-                        Some(Finished::Failed) => "failed".to_string(),
-                        None => format!(
-                            "active {}, succeeded {}, failed {}",
-                            m.status.active.unwrap_or(0),
-                            m.status.succeeded.unwrap_or(0),
-                            m.status.failed.unwrap_or(0)
-                        ),
-                    };
+                    let phase = JobPhase::of(PhaseFacts {
+                        deleting: m.deleting,
+                        suspend: m.spec.get("suspend").and_then(|s| s.as_bool()) == Some(true),
+                        status: &m.status,
+                        placed: true,
+                    });
+                    let state = format!(
+                        "{phase}: active {}, succeeded {}, failed {}",
+                        m.status.active.unwrap_or(0),
+                        m.status.succeeded.unwrap_or(0),
+                        m.status.failed.unwrap_or(0)
+                    );
                     format!(
                         "{verdict:?}, epoch label {:?}: {state}",
                         m.labels.get(courier_api::LABEL_EPOCH)

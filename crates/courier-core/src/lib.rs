@@ -10,12 +10,14 @@
 //! - [`dispatched`]: the `courier.dev/Dispatched` condition recording which epoch has reported.
 //! - [`status`]: translating a mirror's status into the origin's, always a legal transition.
 //! - [`reconcile`]: `decide`, the whole controller brain for one origin Job.
+//! - [`phase`]: the one vocabulary for where a Job is in its life (CLI, web view, metrics).
 
 pub mod dispatched;
 pub mod indexes;
 pub mod job;
 pub mod mirror;
 pub mod ownership;
+pub mod phase;
 pub mod placement;
 pub mod reconcile;
 pub mod selector;

@@ -10,7 +10,8 @@ use courier_api::{
     ANNOTATION_CLUSTER_SELECTOR, ANNOTATION_EPOCH, ANNOTATION_REDISPATCHES, FINALIZER,
     LABEL_CLUSTER, MANAGED_BY, WorkerCluster,
 };
-use k8s_openapi::api::batch::v1::Job;
+use courier_core::phase::{JobPhase, PhaseFacts};
+use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
 use kube::{Api, Client};
@@ -70,36 +71,15 @@ pub fn finished_as(job: &Job) -> Option<(String, String)> {
         })
 }
 
-fn condition_true(job: &Job, type_: &str) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
-}
-
-/// The one-word state of an origin Job.
-pub fn phase(job: &Job) -> String {
-    if let Some((t, _)) = finished_as(job) {
-        return t;
-    }
-    if condition_true(job, "SuccessCriteriaMet") || condition_true(job, "FailureTarget") {
-        return "Finishing".into();
-    }
-    if job.spec.as_ref().and_then(|s| s.suspend) == Some(true) || condition_true(job, "Suspended") {
-        return "Suspended".into();
-    }
-    // Between pods (one finished, the next not yet started, or the last one done before the
-    // terminal condition arrives) the Job is still running as far as its owner is concerned.
-    let started = job.status.as_ref().is_some_and(|s| {
-        s.active.unwrap_or(0) > 0 || s.succeeded.unwrap_or(0) > 0 || s.failed.unwrap_or(0) > 0
-    });
-    if started {
-        return "Running".into();
-    }
-    if cluster_of(job).is_some() {
-        return "Dispatched".into();
-    }
-    "Pending".into()
+/// The one-word state of an origin Job, in the vocabulary every Courier view shares.
+pub fn phase(job: &Job) -> JobPhase {
+    let default = JobStatus::default();
+    JobPhase::of(PhaseFacts {
+        deleting: job.metadata.deletion_timestamp.is_some(),
+        suspend: job.spec.as_ref().and_then(|s| s.suspend) == Some(true),
+        status: job.status.as_ref().unwrap_or(&default),
+        placed: cluster_of(job).is_some(),
+    })
 }
 
 pub fn cluster_of(job: &Job) -> Option<String> {
@@ -333,7 +313,7 @@ pub async fn jobs(a: JobsArgs) -> anyhow::Result<()> {
                 j.metadata.name.clone().unwrap_or_default(),
                 cluster_of(j).unwrap_or_else(|| "-".into()),
                 epoch_of(j).unwrap_or_else(|| "-".into()),
-                phase(j),
+                phase(j).to_string(),
                 completions(j),
                 age(j.metadata.creation_timestamp.as_ref().map(|t| t.0)),
             ]
@@ -691,7 +671,7 @@ mod tests {
                 "status": status,
             }))
             .unwrap_or_else(|e| panic!("{e}"));
-            phase(&j)
+            phase(&j).to_string()
         };
         assert_eq!(at(json!({})), "Dispatched");
         assert_eq!(at(json!({"active": 1})), "Running");
