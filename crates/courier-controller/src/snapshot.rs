@@ -278,8 +278,18 @@ pub fn explain(shared: &Shared, key: &ObjectKey) -> Option<Explanation> {
                 MirrorSnapshot {
                     cluster: cluster.clone(),
                     observation: format!(
-                        "{verdict:?}, epoch label {:?}: {state}",
-                        m.labels.get(courier_api::LABEL_EPOCH)
+                        "{} (epoch label {}): {state}",
+                        match &verdict {
+                            Ownership::Current => "current mirror".to_string(),
+                            Ownership::Stale { .. } => "stale mirror (fenced)".to_string(),
+                            Ownership::Foreign => "someone else's Job (never touched)".to_string(),
+                            Ownership::OtherOrigin { origin_id } =>
+                                format!("a mirror of management cluster {origin_id}"),
+                        },
+                        m.labels
+                            .get(courier_api::LABEL_EPOCH)
+                            .map(String::as_str)
+                            .unwrap_or("missing")
                     ),
                     current: verdict == Ownership::Current,
                     conditions: conditions_of(&m.status),

@@ -283,7 +283,7 @@ fn explanation() -> Explanation {
             },
             MirrorSnapshot {
                 cluster: "w1".into(),
-                observation: "Current, epoch label Some(\"2\"): Complete".into(),
+                observation: "current mirror (epoch label 2): Complete".into(),
                 current: true,
                 conditions: vec![ConditionSnapshot {
                     type_: "SuccessCriteriaMet".into(),
