@@ -211,7 +211,7 @@ class Checks:
             return
         height = self.d.execute_script(
             "return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight);")
-        self.d.set_window_size(width, max(600, min(int(height) + 40, 2400)))
+        self.d.set_window_size(width, max(600, min(int(height) + 160, 2400)))
         time.sleep(0.3)
         path = self.shots / name
         self.d.save_screenshot(str(path))
