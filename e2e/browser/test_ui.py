@@ -232,7 +232,7 @@ class Checks:
         self.open("/jobs")
         self.s.submit("pending-gpu", selector="gpu=h100")
         self.s.submit("nightly-report", seconds=1, outcome="fail")
-        self.s.submit("train-model", seconds=4, completions=2)
+        self.s.submit("train-model", seconds=6, completions=2)
         row = 'tr[data-job="default/train-model"]'
         wait_for("train-model listed", lambda: self.d.find_elements(By.CSS_SELECTOR, row), 20)
         seen = set()

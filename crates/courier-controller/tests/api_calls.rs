@@ -67,10 +67,7 @@ async fn every_call_the_controller_makes_is_in_the_api_call_table() {
 
     let ctl_client = client_for(&mgmt.kubeconfig_for("ctl")).await;
     // The web view off loopback, so its access reviews are among the calls (one view below).
-    let ui_port = std::net::TcpListener::bind("0.0.0.0:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("free port: {e}"));
+    let ui_port = free_port_any();
     mgmt.add_token("viewer", "viewer", RuleSet::allow_all());
     let cfg = ControllerConfig {
         leader_elect: true,
@@ -151,20 +148,15 @@ async fn every_call_the_controller_makes_is_in_the_api_call_table() {
     .await;
 
     // One page view of the web view by a user with a token.
-    {
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", ui_port))
-            .await
-            .unwrap_or_else(|e| panic!("web view: {e}"));
-        s.write_all(b"GET /api/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer viewer\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut answer = String::new();
-        s.read_to_string(&mut answer)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    }
+    let (code, _, body) = http_request(
+        ui_port,
+        "GET",
+        "/api/jobs",
+        &[("Authorization", "Bearer viewer")],
+        "",
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
 
     // Shutdown releases the Lease.
     stop.cancel();

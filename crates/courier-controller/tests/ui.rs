@@ -13,52 +13,14 @@ use kube::api::{DynamicObject, PostParams};
 use kubesim::kinds::ssar::{Rule, RuleSet};
 use serde_json::Value;
 use support::*;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_util::sync::CancellationToken;
 
 const CTL_USER: &str = "system:serviceaccount:courier-system:courier";
 
-/// One HTTP/1.1 request to the web view: (status, headers, body).
-async fn request(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, String, String) {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap_or_else(|e| panic!("connecting to the web view: {e}"));
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut out = Vec::new();
-    s.read_to_end(&mut out)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let text = String::from_utf8_lossy(&out).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, head.to_string(), body.to_string())
-}
-
 async fn get_as(port: u16, path: &str, token: Option<&str>) -> (u16, String, String) {
     let auth = token.map(|t| format!("Bearer {t}"));
     let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
-    request(port, "GET", path, &headers, "").await
+    http_request(port, "GET", path, &headers, "").await
 }
 
 fn job_names(json: &str) -> Vec<String> {
@@ -112,10 +74,7 @@ async fn off_loopback_every_caller_is_reviewed_and_sees_only_their_namespaces() 
     mgmt.add_token("carol-token", "carol", RuleSet::none());
 
     // A free port, bound on every address: not loopback, so access is reviewed.
-    let port = std::net::TcpListener::bind("0.0.0.0:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("free port: {e}"));
+    let port = free_port_any();
     let cfg = courier_controller::ControllerConfig {
         ui_addr: Some(
             format!("0.0.0.0:{port}")
@@ -213,7 +172,7 @@ async fn off_loopback_every_caller_is_reviewed_and_sees_only_their_namespaces() 
     assert!(job_names(&body).is_empty(), "{body}");
 
     // The sign-in form sets an HTTP-only cookie that then stands for the token.
-    let (code, head, _) = request(
+    let (code, head, _) = http_request(
         port,
         "POST",
         "/login",
@@ -226,7 +185,7 @@ async fn off_loopback_every_caller_is_reviewed_and_sees_only_their_namespaces() 
         head.contains("courier_token=alice-token; Path=/; HttpOnly; SameSite=Strict"),
         "{head}"
     );
-    let (code, _, body) = request(
+    let (code, _, body) = http_request(
         port,
         "GET",
         "/api/jobs",
@@ -236,7 +195,7 @@ async fn off_loopback_every_caller_is_reviewed_and_sees_only_their_namespaces() 
     .await;
     assert_eq!(code, 200);
     assert_eq!(job_names(&body), ["team-a/mine"]);
-    let (code, _, _) = request(
+    let (code, _, _) = http_request(
         port,
         "POST",
         "/login",
@@ -248,7 +207,7 @@ async fn off_loopback_every_caller_is_reviewed_and_sees_only_their_namespaces() 
 
     // Read-only.
     for method in ["PUT", "DELETE", "PATCH"] {
-        let (code, _, _) = request(
+        let (code, _, _) = http_request(
             port,
             method,
             "/api/jobs/team-a/mine",

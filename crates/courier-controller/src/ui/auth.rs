@@ -114,6 +114,27 @@ impl Reviewer {
         }
     }
 
+    /// Creates a (never stored) review object and returns the server's answer.
+    async fn create<K>(&self, review: &K, what: &str) -> Result<K, ReviewError>
+    where
+        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
+            + Clone
+            + serde::Serialize
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::all(self.client.clone());
+        tokio::time::timeout(self.timeout, api.create(&PostParams::default(), review))
+            .await
+            .map_err(|_| ReviewError(format!("{what} timed out")))?
+            .map_err(|e| {
+                ReviewError(format!(
+                    "{what}: {}",
+                    crate::errors::CallError::from_kube(e)
+                ))
+            })
+    }
+
     /// The caller this token belongs to; `None` when the API server does not know it.
     pub async fn authenticate(&self, token: &str) -> Result<Option<Caller>, ReviewError> {
         if let Some(hit) = self
@@ -130,17 +151,7 @@ impl Reviewer {
             },
             ..Default::default()
         };
-        let api: Api<TokenReview> = Api::all(self.client.clone());
-        let answer =
-            tokio::time::timeout(self.timeout, api.create(&PostParams::default(), &review))
-                .await
-                .map_err(|_| ReviewError("TokenReview timed out".into()))?
-                .map_err(|e| {
-                    ReviewError(format!(
-                        "TokenReview: {}",
-                        crate::errors::CallError::from_kube(e)
-                    ))
-                })?;
+        let answer = self.create(&review, "TokenReview").await?;
         let caller = answer.status.and_then(|s| {
             if s.authenticated != Some(true) {
                 return None;
@@ -196,17 +207,7 @@ impl Reviewer {
             },
             ..Default::default()
         };
-        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-        let answer =
-            tokio::time::timeout(self.timeout, api.create(&PostParams::default(), &review))
-                .await
-                .map_err(|_| ReviewError("SubjectAccessReview timed out".into()))?
-                .map_err(|e| {
-                    ReviewError(format!(
-                        "SubjectAccessReview: {}",
-                        crate::errors::CallError::from_kube(e)
-                    ))
-                })?;
+        let answer = self.create(&review, "SubjectAccessReview").await?;
         let allowed = answer.status.is_some_and(|s| s.allowed);
         self.reviews
             .lock_or_recover()

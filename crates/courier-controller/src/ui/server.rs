@@ -12,21 +12,17 @@
 //! whatever the number of viewers.
 
 use std::collections::BTreeSet;
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use jiff::Timestamp;
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::auth::{Access, COOKIE, Caller, Reviewer, token_of};
 use super::html::{self, Chrome, Nav};
@@ -36,7 +32,7 @@ use crate::shared::Shared;
 use crate::snapshot;
 
 /// Requests served at once.
-pub const MAX_IN_FLIGHT: usize = 64;
+pub const MAX_IN_FLIGHT: usize = 16;
 /// The largest sign-in form accepted.
 const MAX_FORM: usize = 16 * 1024;
 /// The header `app.js` sends to get only the live part of a page.
@@ -465,33 +461,12 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
         reviewer,
         slots: Semaphore::new(MAX_IN_FLIGHT),
     });
-    loop {
-        let accepted = tokio::select! {
-            _ = shared.token.cancelled() => return,
-            a = listener.accept() => a,
-        };
-        let (stream, peer) = match accepted {
-            Ok(a) => a,
-            Err(e) => {
-                warn!(error = %e, "web view: accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                continue;
-            }
-        };
+    let token = shared.token.clone();
+    crate::http::accept_loop(listener, token, "web view", move |req| {
         let ui = ui.clone();
-        tokio::spawn(async move {
-            let svc = service_fn(move |req| {
-                let ui = ui.clone();
-                async move { Ok::<_, Infallible>(ui.handle(req).await) }
-            });
-            if let Err(e) = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), svc)
-                .await
-            {
-                debug!(%peer, error = %e, "web view connection ended with an error");
-            }
-        });
-    }
+        async move { ui.handle(req).await }
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 
 use super::ssar::{
     AccessAttributes, Decision, GROUP, attribute_errors, attributes_of, attributes_spec,
-    decision_status, metadata_errors, review_metadata,
+    decision_status, metadata_errors, review_info, review_metadata,
 };
 use super::{ResourceInfo, Strategy};
 use crate::auth::{User, Users};
@@ -38,19 +38,7 @@ impl Default for SubjectAccessReviewStrategy {
 impl SubjectAccessReviewStrategy {
     pub fn new() -> Self {
         Self {
-            info: ResourceInfo {
-                group: GROUP.into(),
-                version: "v1".into(),
-                kind: "SubjectAccessReview".into(),
-                plural: "subjectaccessreviews".into(),
-                singular: "subjectaccessreview".into(),
-                namespaced: false,
-                short_names: Vec::new(),
-                categories: Vec::new(),
-                verbs: vec!["create".into()],
-                status_subresource: false,
-                storage_version_hash: None,
-            },
+            info: review_info(GROUP, "SubjectAccessReview"),
         }
     }
 }

@@ -260,23 +260,30 @@ impl Default for SelfSubjectAccessReviewStrategy {
     }
 }
 
+/// What discovery says of a never-stored, create-only, cluster-scoped review kind in `group`/v1
+/// (`plural` is the lower-cased kind plus `s`).
+pub(crate) fn review_info(group: &str, kind: &str) -> ResourceInfo {
+    let singular = kind.to_ascii_lowercase();
+    ResourceInfo {
+        group: group.into(),
+        version: "v1".into(),
+        kind: kind.into(),
+        plural: format!("{singular}s"),
+        singular,
+        namespaced: false,
+        short_names: Vec::new(),
+        categories: Vec::new(),
+        verbs: vec!["create".into()],
+        status_subresource: false,
+        // Not stored: discovery lists no storageVersionHash.
+        storage_version_hash: None,
+    }
+}
+
 impl SelfSubjectAccessReviewStrategy {
     pub fn new() -> Self {
         Self {
-            info: ResourceInfo {
-                group: GROUP.into(),
-                version: "v1".into(),
-                kind: "SelfSubjectAccessReview".into(),
-                plural: "selfsubjectaccessreviews".into(),
-                singular: "selfsubjectaccessreview".into(),
-                namespaced: false,
-                short_names: Vec::new(),
-                categories: Vec::new(),
-                verbs: vec!["create".into()],
-                status_subresource: false,
-                // Not stored: discovery lists no storageVersionHash.
-                storage_version_hash: None,
-            },
+            info: review_info(GROUP, "SelfSubjectAccessReview"),
         }
     }
 }

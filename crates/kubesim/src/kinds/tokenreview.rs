@@ -21,7 +21,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use serde_json::{Map, Value, json};
 
-use super::ssar::review_metadata;
+use super::ssar::{review_info, review_metadata};
 use super::{ResourceInfo, Strategy};
 use crate::auth::Users;
 use crate::errors::ApiError;
@@ -45,19 +45,7 @@ impl Default for TokenReviewStrategy {
 impl TokenReviewStrategy {
     pub fn new() -> Self {
         Self {
-            info: ResourceInfo {
-                group: GROUP.into(),
-                version: "v1".into(),
-                kind: "TokenReview".into(),
-                plural: "tokenreviews".into(),
-                singular: "tokenreview".into(),
-                namespaced: false,
-                short_names: Vec::new(),
-                categories: Vec::new(),
-                verbs: vec!["create".into()],
-                status_subresource: false,
-                storage_version_hash: None,
-            },
+            info: review_info(GROUP, "TokenReview"),
         }
     }
 }
