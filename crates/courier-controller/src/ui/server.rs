@@ -334,7 +334,7 @@ impl Ui {
         match reviewer.authenticate(&token).await {
             Ok(Some(c)) => {
                 info!(user = %c.username, "web view: signed in");
-                let mut r = redirect("/clusters");
+                let mut r = redirect("/jobs");
                 let cookie = format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
                 if let Ok(v) = HeaderValue::from_str(&cookie) {
                     r.headers_mut().insert(header::SET_COOKIE, v);
@@ -389,7 +389,7 @@ impl Ui {
             }
         }
         match path.as_str() {
-            "/" => return redirect("/clusters"),
+            "/" => return redirect("/jobs"),
             "/assets/app.css" => return asset("text/css; charset=utf-8", CSS),
             "/assets/app.js" => return asset("text/javascript; charset=utf-8", JS),
             _ => {}
