@@ -9,3 +9,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --bins --locked
 cargo test --workspace --locked
 ./scripts/replay.sh
+# The web view in a real browser against `courier sandbox` (Chromium, chromedriver and Selenium; .ci/run
+# installs them; the test fails, never skips, without them).
+python3 e2e/browser/test_ui.py

@@ -35,6 +35,8 @@ pub enum Grant {
     Rbac,
     /// Every authenticated user, through the default `system:basic-user` ClusterRole.
     Everyone,
+    /// Courier's RBAC, only when the web view reviews its callers (`ui.enabled` in the chart).
+    RbacWithUi,
 }
 
 /// One kind of request: verb on group/resource[/subresource].
@@ -97,6 +99,16 @@ pub const MANAGEMENT_CALLS: &[ApiCall] = &[
     call(M, "coordination.k8s.io", "leases", "", "get", OwnNamespace, "leader election: read the Lease"),
     call(M, "coordination.k8s.io", "leases", "", "create", OwnNamespace, "leader election: the first leader creates the Lease"),
     call(M, "coordination.k8s.io", "leases", "", "update", OwnNamespace, "leader election: acquire, renew, release"),
+    ApiCall {
+        grant: Grant::RbacWithUi,
+        ..call(M, "authentication.k8s.io", "tokenreviews", "", "create", Cluster,
+               "web view off loopback: who a caller's bearer token belongs to")
+    },
+    ApiCall {
+        grant: Grant::RbacWithUi,
+        ..call(M, "authorization.k8s.io", "subjectaccessreviews", "", "create", Cluster,
+               "web view off loopback: which namespaces' Jobs (and whether the clusters) a caller may list")
+    },
 ];
 
 /// Calls to every worker cluster.

@@ -89,6 +89,8 @@ pub struct EventRecorder {
     controller: String,
     instance: String,
     cache: Mutex<Cache>,
+    /// The latest events per origin, for the web view and `explain` (bounded, in memory).
+    pub log: crate::ui::recent::RecentEvents,
 }
 
 impl EventRecorder {
@@ -98,6 +100,7 @@ impl EventRecorder {
             controller,
             instance,
             cache: Mutex::new(Cache::default()),
+            log: Default::default(),
         }
     }
 
@@ -119,6 +122,13 @@ impl EventRecorder {
             action: ev.action.clone(),
             warning: matches!(ev.type_, EventType::Warning),
         };
+        let (type_, note) = (
+            if key.warning { "Warning" } else { "Normal" },
+            ev.note.as_deref(),
+        );
+        let origin = crate::queue::ObjectKey::new(&namespace, &key.name);
+        self.log
+            .record(&origin, &key.uid, type_, &ev.reason, note.unwrap_or(""));
         let repeat = {
             let mut cache = self.cache();
             cache.expire(Instant::now());

@@ -59,30 +59,49 @@ fn route(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {
 
 /// Serves until the controller stops.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let token = shared.token.clone();
+    accept_loop(listener, token, "metrics endpoint", move |req| {
+        let resp = route(&shared, &req);
+        async move { resp }
+    })
+    .await;
+}
+
+/// Accepts connections on `listener` until `token` is cancelled and answers each request with
+/// `handle` (HTTP/1.1 or HTTP/2). `what` names the endpoint in logs.
+pub async fn accept_loop<H, Fut>(
+    listener: TcpListener,
+    token: tokio_util::sync::CancellationToken,
+    what: &'static str,
+    handle: H,
+) where
+    H: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
     loop {
         let accepted = tokio::select! {
-            _ = shared.token.cancelled() => return,
+            _ = token.cancelled() => return,
             a = listener.accept() => a,
         };
         let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
-                warn!(error = %e, "metrics endpoint: accept failed");
+                warn!(error = %e, "{what}: accept failed");
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 continue;
             }
         };
-        let shared = shared.clone();
+        let handle = handle.clone();
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
-                let resp = route(&shared, &req);
-                async move { Ok::<_, std::convert::Infallible>(resp) }
+                let answer = handle(req);
+                async move { Ok::<_, std::convert::Infallible>(answer.await) }
             });
             if let Err(e) = auto::Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(stream), svc)
                 .await
             {
-                debug!(%peer, error = %e, "metrics connection ended with an error");
+                debug!(%peer, error = %e, "{what}: connection ended with an error");
             }
         });
     }

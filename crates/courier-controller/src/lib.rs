@@ -17,6 +17,7 @@
 //! - `gc`: periodic and on-reconnect sweeps of orphaned and stale mirrors.
 //! - `leader`: Lease-based leader election.
 //! - `metrics`, `http`: Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
+//! - `ui`: the read-only web view (`--ui-addr`).
 //! - [`api_calls`]: every API call the controller makes (rights probes, RBAC tests of the charts).
 //! - [`credentials`]: kubeconfig policy checks and client building (public: `courier cluster add`
 //!   can apply the same checks before storing a kubeconfig).
@@ -43,9 +44,13 @@ mod queue;
 mod registry;
 mod shared;
 mod snapshot;
+mod ui;
 
 pub use queue::ObjectKey;
-pub use snapshot::{ClusterSnapshot, Explanation, JobPhase, JobSnapshot, MirrorSnapshot};
+pub use snapshot::{
+    ClusterSnapshot, ConditionSnapshot, Explanation, JobPhase, JobSnapshot, MirrorSnapshot,
+};
+pub use ui::recent::EventSnapshot;
 
 /// Which classes of kubeconfig credentials a WorkerCluster may use. Everything is refused by default:
 /// kubeconfigs that run programs (exec plugins, auth-provider), read local files (tokenFile, certificate
@@ -66,6 +71,9 @@ pub struct ControllerConfig {
     pub namespace: String,
     /// `/metrics`, `/healthz`, `/readyz`; `None` = no HTTP endpoint (in-process demo may disable it).
     pub metrics_addr: Option<SocketAddr>,
+    /// The read-only web view; `None` = off. A loopback address serves everyone; any other address
+    /// requires a bearer token (TokenReview) and shows only what the caller may list.
+    pub ui_addr: Option<SocketAddr>,
     /// Origins reconciled at once.
     pub concurrency: usize,
     pub max_redispatch: u32,
@@ -84,6 +92,7 @@ impl Default for ControllerConfig {
             origin_id: "courier".into(),
             namespace: "courier-system".into(),
             metrics_addr: None,
+            ui_addr: None,
             concurrency: 16,
             max_redispatch: 3,
             worker_lost_timeout: Duration::from_secs(15 * 60),
@@ -168,6 +177,11 @@ pub enum ControllerError {
     Config(String),
     #[error("cannot serve metrics on {addr}: {source}")]
     Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot serve the web view on {addr}: {source}")]
+    BindUi {
         addr: SocketAddr,
         source: std::io::Error,
     },

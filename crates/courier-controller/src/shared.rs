@@ -216,6 +216,7 @@ impl Shared {
         self.hints.lock_or_recover().remove(key);
         self.waits.lock_or_recover().remove(key);
         self.queue.remove(key);
+        self.recorder.log.forget(key);
     }
 
     /// In-memory hints for the origin with this UID (reset when the UID changes).
@@ -343,6 +344,14 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(),
         ),
         None => None,
     };
+    let ui_listener = match shared.cfg.ui_addr {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| ControllerError::BindUi { addr, source })?,
+        ),
+        None => None,
+    };
     info!(
         origin = %shared.cfg.origin_id,
         namespace = %shared.cfg.namespace,
@@ -350,6 +359,7 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(),
         concurrency = shared.cfg.concurrency,
         leader_elect = shared.cfg.leader_elect,
         metrics = ?listener.as_ref().and_then(|l| l.local_addr().ok()),
+        ui = ?ui_listener.as_ref().and_then(|l| l.local_addr().ok()),
         "courier controller starting"
     );
     let t = &shared.tasks;
@@ -372,6 +382,9 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(),
     t.spawn(gc::run(shared.clone()));
     if let Some(l) = listener {
         t.spawn(http::serve(l, shared.clone()));
+    }
+    if let Some(l) = ui_listener {
+        t.spawn(crate::ui::serve(l, shared.clone()));
     }
     tokio::select! {
         _ = shutdown.cancelled() => {}

@@ -4,15 +4,18 @@
 
 use std::collections::BTreeMap;
 
-use courier_core::ownership::{OriginIdentity, classify};
+use courier_core::ownership::{OriginIdentity, Ownership, classify};
 use courier_core::phase::PhaseFacts;
 use courier_core::reconcile::{Action, MirrorObservation};
 use serde::Serialize;
+
+use k8s_openapi::api::batch::v1::JobStatus;
 
 use crate::origin::reconcile::dry_run;
 use crate::origin::store::OriginEntry;
 use crate::queue::ObjectKey;
 use crate::shared::Shared;
+use crate::ui::recent::EventSnapshot;
 
 /// One WorkerCluster as this replica sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -30,6 +33,8 @@ pub struct ClusterSnapshot {
     pub labels: BTreeMap<String, String>,
     pub weight: i32,
     pub paused: bool,
+    /// RFC 3339 time of the last probe that got an answer or an error (`None` before the first).
+    pub last_probe: Option<String>,
     /// Unfinished origins placed on the cluster.
     pub current_mirrors: u32,
     /// Mirrors of this origin id in the cluster's cache (any state, stale ones included).
@@ -38,6 +43,35 @@ pub struct ClusterSnapshot {
 }
 
 pub use courier_core::phase::JobPhase;
+
+/// One condition of a Job's status.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConditionSnapshot {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    /// RFC 3339.
+    pub last_transition_time: Option<String>,
+}
+
+/// The conditions of a Job status, in the order the Job controller wrote them.
+pub fn conditions_of(status: &JobStatus) -> Vec<ConditionSnapshot> {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .map(|c| ConditionSnapshot {
+            type_: c.type_.clone(),
+            status: c.status.clone(),
+            reason: c.reason.clone().filter(|r| !r.is_empty()),
+            message: c.message.clone().filter(|m| !m.is_empty()),
+            last_transition_time: c.last_transition_time.as_ref().map(|t| t.0.to_string()),
+        })
+        .collect()
+}
 
 /// One origin Job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -57,6 +91,12 @@ pub struct JobSnapshot {
     pub completions: Option<i32>,
     /// What the last reconcile is waiting for, if anything.
     pub waiting: Option<String>,
+    /// RFC 3339 creation time of the origin.
+    pub created: Option<String>,
+    /// The origin's `courier.dev/cluster-selector` annotation, if any.
+    pub cluster_selector: Option<String>,
+    /// The origin's status conditions.
+    pub conditions: Vec<ConditionSnapshot>,
 }
 
 /// One cluster's view of an origin's name.
@@ -64,6 +104,10 @@ pub struct JobSnapshot {
 pub struct MirrorSnapshot {
     pub cluster: String,
     pub observation: String,
+    /// This is the current mirror (ours, on the intent cluster, with the current epoch).
+    pub current: bool,
+    /// The remote Job's status conditions (empty when there is none).
+    pub conditions: Vec<ConditionSnapshot>,
 }
 
 /// What the controller knows and would do about one origin.
@@ -75,6 +119,9 @@ pub struct Explanation {
     pub plan: Vec<String>,
     /// What the plan is waiting for.
     pub waiting: Option<String>,
+    /// The latest events Courier recorded about this origin, oldest first (kept in memory; events
+    /// from the worker's own controllers are not among them).
+    pub events: Vec<EventSnapshot>,
 }
 
 pub fn clusters(shared: &Shared) -> Vec<ClusterSnapshot> {
@@ -95,6 +142,7 @@ pub fn clusters(shared: &Shared) -> Vec<ClusterSnapshot> {
                 labels: wc.metadata.labels.clone().unwrap_or_default(),
                 weight: wc.spec.weight,
                 paused: wc.spec.paused,
+                last_probe: h.last_probe.map(|t| t.to_string()),
                 current_mirrors: shared.origins.placed_on(&c.name),
                 cached_mirrors: c.mirrors.len(),
                 cache_synced: c.mirrors.is_synced(),
@@ -125,6 +173,12 @@ fn job(shared: &Shared, key: &ObjectKey, e: &OriginEntry) -> JobSnapshot {
         failed: v.status.failed.unwrap_or(0),
         completions: v.spec.completions,
         waiting: shared.wait_of(key),
+        created: e.created.map(|t| t.to_string()),
+        cluster_selector: v
+            .annotations
+            .get(courier_api::ANNOTATION_CLUSTER_SELECTOR)
+            .cloned(),
+        conditions: conditions_of(&v.status),
     }
 }
 
@@ -194,33 +248,53 @@ pub fn explain(shared: &Shared, key: &ObjectKey) -> Option<Explanation> {
     let mirrors = inputs
         .mirrors
         .iter()
-        .map(|(cluster, o)| MirrorSnapshot {
-            cluster: cluster.clone(),
-            observation: match o {
-                MirrorObservation::Unknown => {
-                    "unknown (cluster not Ready or its cache not synced)".into()
-                }
-                MirrorObservation::Absent => "no Job with this name".into(),
-                MirrorObservation::Present(m) => {
-                    let verdict = classify(&m.labels, cluster, identity, intent.as_ref());
-                    let phase = JobPhase::of(PhaseFacts {
-                        deleting: m.deleting,
-                        suspend: m.spec.get("suspend").and_then(|s| s.as_bool()) == Some(true),
-                        status: &m.status,
-                        placed: true,
-                    });
-                    let state = format!(
-                        "{phase}: active {}, succeeded {}, failed {}",
-                        m.status.active.unwrap_or(0),
-                        m.status.succeeded.unwrap_or(0),
-                        m.status.failed.unwrap_or(0)
-                    );
-                    format!(
-                        "{verdict:?}, epoch label {:?}: {state}",
-                        m.labels.get(courier_api::LABEL_EPOCH)
-                    )
-                }
+        .map(|(cluster, o)| match o {
+            MirrorObservation::Unknown => MirrorSnapshot {
+                cluster: cluster.clone(),
+                observation: "unknown (cluster not Ready or its cache not synced)".into(),
+                current: false,
+                conditions: Vec::new(),
             },
+            MirrorObservation::Absent => MirrorSnapshot {
+                cluster: cluster.clone(),
+                observation: "no Job with this name".into(),
+                current: false,
+                conditions: Vec::new(),
+            },
+            MirrorObservation::Present(m) => {
+                let verdict = classify(&m.labels, cluster, identity, intent.as_ref());
+                let phase = JobPhase::of(PhaseFacts {
+                    deleting: m.deleting,
+                    suspend: m.spec.get("suspend").and_then(|s| s.as_bool()) == Some(true),
+                    status: &m.status,
+                    placed: true,
+                });
+                let state = format!(
+                    "{phase}: active {}, succeeded {}, failed {}",
+                    m.status.active.unwrap_or(0),
+                    m.status.succeeded.unwrap_or(0),
+                    m.status.failed.unwrap_or(0)
+                );
+                MirrorSnapshot {
+                    cluster: cluster.clone(),
+                    observation: format!(
+                        "{} (epoch label {}): {state}",
+                        match &verdict {
+                            Ownership::Current => "current mirror".to_string(),
+                            Ownership::Stale { .. } => "stale mirror (fenced)".to_string(),
+                            Ownership::Foreign => "someone else's Job (never touched)".to_string(),
+                            Ownership::OtherOrigin { origin_id } =>
+                                format!("a mirror of management cluster {origin_id}"),
+                        },
+                        m.labels
+                            .get(courier_api::LABEL_EPOCH)
+                            .map(String::as_str)
+                            .unwrap_or("missing")
+                    ),
+                    current: verdict == Ownership::Current,
+                    conditions: conditions_of(&m.status),
+                }
+            }
         })
         .collect();
     Some(Explanation {
@@ -228,5 +302,6 @@ pub fn explain(shared: &Shared, key: &ObjectKey) -> Option<Explanation> {
         mirrors,
         plan: decision.actions.iter().map(describe).collect(),
         waiting: decision.wait.map(|w| w.to_string()),
+        events: shared.recorder.log.of(key, &v.uid),
     })
 }

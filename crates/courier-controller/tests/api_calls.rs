@@ -66,9 +66,13 @@ async fn every_call_the_controller_makes_is_in_the_api_call_table() {
     w1.record_requests();
 
     let ctl_client = client_for(&mgmt.kubeconfig_for("ctl")).await;
+    // The web view off loopback, so its access reviews are among the calls (one view below).
+    let ui_port = free_port_any();
+    mgmt.add_token("viewer", "viewer", RuleSet::allow_all());
     let cfg = ControllerConfig {
         leader_elect: true,
         identity: "api-calls-test".into(),
+        ui_addr: Some(([0, 0, 0, 0], ui_port).into()),
         ..config()
     };
     let controller = Controller::with_tuning(ctl_client, cfg, tuning())
@@ -143,6 +147,17 @@ async fn every_call_the_controller_makes_is_in_the_api_call_table() {
     })
     .await;
 
+    // One page view of the web view by a user with a token.
+    let (code, _, body) = http_request(
+        ui_port,
+        "GET",
+        "/api/jobs",
+        &[("Authorization", "Bearer viewer")],
+        "",
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+
     // Shutdown releases the Lease.
     stop.cancel();
     match tokio::time::timeout(Duration::from_secs(15), task).await {
@@ -186,6 +201,8 @@ async fn every_call_the_controller_makes_is_in_the_api_call_table() {
         (Target::Management, "watch", "secrets", ""),
         (Target::Management, "create", "leases", ""),
         (Target::Management, "update", "leases", ""),
+        (Target::Management, "create", "tokenreviews", ""),
+        (Target::Management, "create", "subjectaccessreviews", ""),
         (Target::Worker, "create", "jobs", ""),
         (Target::Worker, "watch", "jobs", ""),
         (Target::Worker, "patch", "jobs", ""),

@@ -35,6 +35,10 @@ pub struct LocalOptions {
     pub management_port: u16,
     pub workers: Vec<WorkerSpec>,
     pub metrics_addr: Option<SocketAddr>,
+    /// The controller's web view (`--ui-addr`); `None` = off.
+    pub ui_addr: Option<SocketAddr>,
+    /// Start each worker's kubesim admin endpoint (faults: make a worker unreachable on purpose).
+    pub worker_admin: bool,
     pub gc_interval: Duration,
     /// Run the controller in this process. `courier bench` runs it as a child process instead, so
     /// its CPU and memory are measured apart from the clusters'.
@@ -53,6 +57,8 @@ impl LocalOptions {
             management_port: 0,
             workers: vec![w("worker-1", "eu"), w("worker-2", "us")],
             metrics_addr: None,
+            ui_addr: None,
+            worker_admin: false,
             gc_interval: Duration::from_secs(10),
             in_process_controller: true,
         }
@@ -127,6 +133,7 @@ impl Local {
                 name: w.name.clone(),
                 role: Role::Worker,
                 speed: opts.speed,
+                admin_port: opts.worker_admin.then_some(0),
                 ..Default::default()
             })
             .await
@@ -163,6 +170,7 @@ impl Local {
         }
         let cfg = ControllerConfig {
             metrics_addr: opts.metrics_addr,
+            ui_addr: opts.ui_addr,
             gc_interval: opts.gc_interval,
             identity: crate::run::default_identity(),
             ..Default::default()

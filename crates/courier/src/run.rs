@@ -30,6 +30,11 @@ pub struct RunArgs {
     /// Address of /metrics, /healthz and /readyz (`off` = no HTTP endpoint).
     #[arg(long, env = "COURIER_METRICS_ADDR", default_value = "0.0.0.0:8080", value_parser = parse_metrics_addr)]
     pub metrics_addr: MetricsAddr,
+    /// Serve the read-only web view here (default: off). On a loopback address (127.0.0.1:8081) it
+    /// is open to whoever reaches it (use `kubectl port-forward`); on any other address every request
+    /// needs a bearer token, checked with a TokenReview, and shows only what its user may list.
+    #[arg(long, env = "COURIER_UI_ADDR")]
+    pub ui_addr: Option<SocketAddr>,
     /// Take part in leader election on a Lease in --namespace; only the leader writes.
     #[arg(long, env = "COURIER_LEADER_ELECT", num_args = 0..=1, default_missing_value = "true",
           default_value = "false", value_parser = clap::builder::BoolishValueParser::new())]
@@ -98,6 +103,7 @@ impl RunArgs {
             origin_id: self.origin.clone(),
             namespace: self.namespace.clone(),
             metrics_addr: self.metrics_addr.0,
+            ui_addr: self.ui_addr,
             concurrency: self.concurrency as usize,
             max_redispatch: self.max_redispatch,
             worker_lost_timeout: self.worker_lost_timeout,
@@ -153,6 +159,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         origin = %cfg.origin_id,
         namespace = %cfg.namespace,
         metrics = ?cfg.metrics_addr,
+        ui = ?cfg.ui_addr,
         leader_elect = cfg.leader_elect,
         identity = %cfg.identity,
         concurrency = cfg.concurrency,
@@ -221,6 +228,7 @@ mod tests {
         assert!(c.redispatch_on_worker_loss);
         assert!(!c.leader_elect);
         assert_eq!(c.credentials, CredentialPolicy::default());
+        assert_eq!(c.ui_addr, None, "the web view is off unless asked for");
     }
 
     #[test]
@@ -248,5 +256,11 @@ mod tests {
         assert!(T::try_parse_from(["t", "--concurrency=0"]).is_err());
         assert!(T::try_parse_from(["t", "--metrics-addr=nope"]).is_err());
         assert!(T::try_parse_from(["t", "--leader-elect=false"]).is_ok());
+        let ui = T::try_parse_from(["t", "--ui-addr=127.0.0.1:8081"]).expect("parses");
+        assert_eq!(
+            ui.run.config().ui_addr,
+            Some("127.0.0.1:8081".parse().expect("addr"))
+        );
+        assert!(T::try_parse_from(["t", "--ui-addr=localhost"]).is_err());
     }
 }

@@ -522,8 +522,12 @@ fn describe(c: &ApiCall) -> String {
 /// there, and every granted (verb, group, resource) is a call of the table: nothing more.
 fn check_rbac(r: &Rendered, target: Target, ns: &str, sa: &str, chart: &str) {
     let rules = granted(r, ns, sa);
+    // The web view's reviews are granted only when the chart turns it on.
+    let ui = ui_addr(r).is_some();
     let calls: Vec<&ApiCall> = api_calls::all()
-        .filter(|c| c.target == target && c.grant == Grant::Rbac)
+        .filter(|c| {
+            c.target == target && (c.grant == Grant::Rbac || (ui && c.grant == Grant::RbacWithUi))
+        })
         .collect();
     let allowed = |c: &ApiCall, namespace: &str| {
         rules
@@ -613,6 +617,62 @@ fn management_rbac_grants_exactly_the_management_calls() {
         );
         assert_eq!(r.one("ServiceAccount")["metadata"]["name"], "courier");
     }
+}
+
+/// The Deployment's `--ui-addr`, if the chart turned the web view on.
+fn ui_addr(r: &Rendered) -> Option<String> {
+    r.of_kind("Deployment").into_iter().find_map(|d| {
+        let args: Vec<String> = d["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.as_str().map(str::to_string))
+            .collect();
+        flag(&args, "ui-addr").map(str::to_string)
+    })
+}
+
+#[test]
+fn web_view_is_off_by_default_and_on_its_own_port_with_its_reviews() {
+    let off = management_default();
+    assert_eq!(ui_addr(&off), None, "the web view is off by default");
+    let values = json!({"ui": {"enabled": true, "port": 9090}});
+    let on = render("courier", "courier", NS, &values);
+    // Bound to every address of the pod, so the view reviews every caller's token.
+    assert_eq!(ui_addr(&on).as_deref(), Some("0.0.0.0:9090"));
+    check_rbac(
+        &on,
+        Target::Management,
+        NS,
+        "courier",
+        "charts/courier (ui.enabled)",
+    );
+    let c = &on.one("Deployment")["spec"]["template"]["spec"]["containers"][0];
+    let port = c["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == "ui")
+        .unwrap_or_else(|| panic!("no container port named ui: {c:#}"));
+    assert_eq!(port["containerPort"], 9090);
+    let svc = on.one("Service");
+    let sp = svc["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == "ui")
+        .unwrap_or_else(|| panic!("no Service port named ui: {svc:#}"));
+    assert_eq!(
+        (sp["port"].clone(), sp["targetPort"].clone()),
+        (json!(9090), json!("ui"))
+    );
+    assert!(on.notes.contains("port-forward"), "{}", on.notes);
+    // Everything else about the Deployment holds, and `courier run` accepts --ui-addr.
+    check_deployment(&on, NS, &values);
+    assert!(
+        try_render("courier", "courier", NS, &json!({"ui": {"enabled": "yes"}})).is_err(),
+        "the values schema refuses a non-boolean ui.enabled"
+    );
 }
 
 #[test]

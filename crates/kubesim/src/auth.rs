@@ -58,6 +58,19 @@ impl Users {
         }
     }
 
+    /// The rights of the user named `name` (a SubjectAccessReview names a user, not a token): the
+    /// union of the rule sets of every token of that user; `None` when no token has that user.
+    pub fn rules_of(&self, name: &str) -> Option<RuleSet> {
+        let tokens = self.tokens.read().unwrap_or_else(|p| p.into_inner());
+        let mut users = tokens.values().filter(|u| u.name == name).peekable();
+        users.peek()?;
+        Some(users.fold(RuleSet::none(), |mut all, u| {
+            all.allow.extend(u.rules.allow.iter().cloned());
+            all.deny.extend(u.rules.deny.iter().cloned());
+            all
+        }))
+    }
+
     pub fn authenticate(&self, token: &str) -> Option<User> {
         self.tokens
             .read()

@@ -167,6 +167,8 @@ async fn start_clusters(a: &BenchArgs, workers: Vec<WorkerSpec>) -> anyhow::Resu
         management_port: 0,
         workers,
         metrics_addr: None,
+        ui_addr: None,
+        worker_admin: false,
         gc_interval: Duration::from_secs(60),
         in_process_controller: false,
     })

@@ -509,11 +509,11 @@ async fn resource_request(
         |w: crate::api::Written| json_response(w.code, api.render(s, &w.obj), &w.warnings);
 
     // Never-stored review kinds answer a create directly.
-    if info.group == crate::kinds::ssar::GROUP && method == Method::POST {
+    if crate::kinds::sar::is_review(&info.group, &info.plural) && method == Method::POST {
         let (_, body) = read_body(req).await?;
         let v: Value =
             serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        let out = crate::kinds::ssar::review(&v, &|a: &AccessAttributes| user.decide(a))?;
+        let out = crate::kinds::sar::answer(&info.plural, &v, user, &state.users)?;
         return Ok(value_response(201, &out));
     }
 

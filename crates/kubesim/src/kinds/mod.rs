@@ -10,10 +10,12 @@ pub mod event;
 pub mod job;
 pub mod lease;
 pub mod namespace;
+pub mod sar;
 pub mod secret;
 pub mod ssar;
 #[cfg(test)]
 pub(crate) mod testutil;
+pub mod tokenreview;
 
 use serde_json::Value;
 
@@ -273,6 +275,8 @@ pub fn other_builtins() -> Vec<std::sync::Arc<dyn Strategy>> {
         std::sync::Arc::new(lease::LeaseStrategy::new()),
         std::sync::Arc::new(crd::CrdStrategy::new()),
         std::sync::Arc::new(ssar::SelfSubjectAccessReviewStrategy::new()),
+        std::sync::Arc::new(sar::SubjectAccessReviewStrategy::new()),
+        std::sync::Arc::new(tokenreview::TokenReviewStrategy::new()),
     ]
 }
 

@@ -260,23 +260,30 @@ impl Default for SelfSubjectAccessReviewStrategy {
     }
 }
 
+/// What discovery says of a never-stored, create-only, cluster-scoped review kind in `group`/v1
+/// (`plural` is the lower-cased kind plus `s`).
+pub(crate) fn review_info(group: &str, kind: &str) -> ResourceInfo {
+    let singular = kind.to_ascii_lowercase();
+    ResourceInfo {
+        group: group.into(),
+        version: "v1".into(),
+        kind: kind.into(),
+        plural: format!("{singular}s"),
+        singular,
+        namespaced: false,
+        short_names: Vec::new(),
+        categories: Vec::new(),
+        verbs: vec!["create".into()],
+        status_subresource: false,
+        // Not stored: discovery lists no storageVersionHash.
+        storage_version_hash: None,
+    }
+}
+
 impl SelfSubjectAccessReviewStrategy {
     pub fn new() -> Self {
         Self {
-            info: ResourceInfo {
-                group: GROUP.into(),
-                version: "v1".into(),
-                kind: "SelfSubjectAccessReview".into(),
-                plural: "selfsubjectaccessreviews".into(),
-                singular: "selfsubjectaccessreview".into(),
-                namespaced: false,
-                short_names: Vec::new(),
-                categories: Vec::new(),
-                verbs: vec!["create".into()],
-                status_subresource: false,
-                // Not stored: discovery lists no storageVersionHash.
-                storage_version_hash: None,
-            },
+            info: review_info(GROUP, "SelfSubjectAccessReview"),
         }
     }
 }
@@ -297,7 +304,7 @@ const RESOURCE_FIELDS: &[&str] = &[
     "name",
 ];
 
-fn non_empty_fields(v: &Value, fields: &[&str]) -> Map<String, Value> {
+pub(crate) fn non_empty_fields(v: &Value, fields: &[&str]) -> Map<String, Value> {
     let mut out = Map::new();
     for f in fields {
         if let Some(Value::String(s)) = v.get(*f)
@@ -309,9 +316,9 @@ fn non_empty_fields(v: &Value, fields: &[&str]) -> Map<String, Value> {
     out
 }
 
-/// `ValidateSelfSubjectAccessReview`. The error is qualified with the group only: the internal
-/// object the registry validates has an empty kind (`.authorization.k8s.io "" is invalid: ...`).
-fn validate(body: &Value) -> Result<(), ApiError> {
+/// The attribute part of `ValidateSelfSubjectAccessReview` / `ValidateSubjectAccessReviewSpec`:
+/// exactly one of `resourceAttributes` and `nonResourceAttributes`.
+pub(crate) fn attribute_errors(body: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let ra = body
         .pointer("/spec/resourceAttributes")
@@ -336,7 +343,11 @@ fn validate(body: &Value) -> Result<(), ApiError> {
         )),
         _ => {}
     }
-    // Metadata must be empty (managedFields aside).
+    errs
+}
+
+/// The review kinds' metadata rule: it must be empty (managedFields aside).
+pub(crate) fn metadata_errors(body: &Value) -> Vec<FieldError> {
     let meta_set = body
         .get("metadata")
         .and_then(Value::as_object)
@@ -351,13 +362,22 @@ fn validate(body: &Value) -> Result<(), ApiError> {
             })
         });
     if meta_set {
-        errs.push(FieldError::invalid(
+        vec![FieldError::invalid(
             "metadata",
             // Go prints the whole ObjectMeta struct (%#v); summarised here.
             BadValue::Raw("v1.ObjectMeta{...}".into()),
             "must be empty",
-        ));
+        )]
+    } else {
+        Vec::new()
     }
+}
+
+/// `ValidateSelfSubjectAccessReview`. The error is qualified with the group only: the internal
+/// object the registry validates has an empty kind (`.authorization.k8s.io "" is invalid: ...`).
+fn validate(body: &Value) -> Result<(), ApiError> {
+    let mut errs = attribute_errors(body);
+    errs.extend(metadata_errors(body));
     if errs.is_empty() {
         Ok(())
     } else {
@@ -394,15 +414,9 @@ pub fn attributes_of(body: &Value) -> AccessAttributes {
     }
 }
 
-/// Answers a SelfSubjectAccessReview POST: validates the request, asks `decide` and returns the
-/// object the server answers (201) — the request's spec with `status` filled in.
-pub fn review(
-    body: &Value,
-    decide: &dyn Fn(&AccessAttributes) -> Decision,
-) -> Result<Value, ApiError> {
-    validate(body)?;
-    let attrs = attributes_of(body);
-    let decision = decide(&attrs);
+/// The attribute part of a review's spec as the server answers it (empty strings dropped, as Go's
+/// `omitempty` does).
+pub(crate) fn attributes_spec(body: &Value) -> Map<String, Value> {
     let mut spec = Map::new();
     if let Some(ra) = body
         .pointer("/spec/resourceAttributes")
@@ -425,6 +439,11 @@ pub fn review(
             Value::Object(non_empty_fields(n, &["path", "verb"])),
         );
     }
+    spec
+}
+
+/// `SubjectAccessReviewStatus` of a decision: `allowed` always, `denied` and `reason` only when set.
+pub(crate) fn decision_status(decision: &Decision) -> Value {
     let mut status = Map::new();
     status.insert("allowed".into(), json!(decision.verdict == Verdict::Allow));
     if decision.verdict == Verdict::Deny {
@@ -433,16 +452,32 @@ pub fn review(
     if !decision.reason.is_empty() {
         status.insert("reason".into(), json!(decision.reason));
     }
+    Value::Object(status)
+}
+
+/// The answered object's metadata: empty but for the managedFields the request carried.
+pub(crate) fn review_metadata(body: &Value) -> Value {
     let mut metadata = Map::new();
     if let Some(mf) = body.pointer("/metadata/managedFields") {
         metadata.insert("managedFields".into(), mf.clone());
     }
+    Value::Object(metadata)
+}
+
+/// Answers a SelfSubjectAccessReview POST: validates the request, asks `decide` and returns the
+/// object the server answers (201) — the request's spec with `status` filled in.
+pub fn review(
+    body: &Value,
+    decide: &dyn Fn(&AccessAttributes) -> Decision,
+) -> Result<Value, ApiError> {
+    validate(body)?;
+    let decision = decide(&attributes_of(body));
     Ok(json!({
         "kind": "SelfSubjectAccessReview",
         "apiVersion": format!("{GROUP}/v1"),
-        "metadata": metadata,
-        "spec": spec,
-        "status": status,
+        "metadata": review_metadata(body),
+        "spec": attributes_spec(body),
+        "status": decision_status(&decision),
     }))
 }
 
