@@ -297,6 +297,16 @@ pub fn flatten(kc: &mut Kubeconfig, base: &Path) -> anyhow::Result<Vec<String>> 
     Ok(done)
 }
 
+/// `--server URL`: only https:// (Courier talks to workers over TLS it verifies).
+pub fn check_server_url(url: &str) -> anyhow::Result<()> {
+    if !url.starts_with("https://") || url.len() <= "https://".len() {
+        bail!(
+            "--server {url:?} is not an https:// URL; Courier only talks to workers over TLS it verifies"
+        );
+    }
+    Ok(())
+}
+
 /// The kubeconfig as YAML text (what goes into the Secret).
 pub fn to_yaml(kc: &Kubeconfig) -> anyhow::Result<String> {
     serde_saphyr::to_string(kc).context("serialising the kubeconfig")
