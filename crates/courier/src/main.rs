@@ -149,6 +149,32 @@ mod tests {
         Cli::command().debug_assert();
     }
 
+    /// Every subcommand and every flag and argument says what it is for (`--help`). (Removing the
+    /// doc comment of `cluster pause NAME` makes it fail.)
+    #[test]
+    fn everything_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name());
+            if cmd.get_about().is_none() && !path.ends_with(" help") {
+                missing.push(format!("{path}: no about"));
+            }
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.get_help().is_none() && !matches!(id, "help" | "version") {
+                    missing.push(format!("{path} {id}: no help"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        let mut cmd = Cli::command();
+        cmd.build();
+        walk(&cmd, "", &mut missing);
+        assert!(missing.is_empty(), "{missing:#?}");
+    }
+
     #[test]
     fn crd_yaml_parses_back() {
         let yaml = serde_saphyr::to_string(&courier_api::crd()).expect("yaml");
