@@ -38,8 +38,7 @@ fn phases(pods: &[Value]) -> Vec<String> {
     v
 }
 
-/// Broken on purpose: dropping the `set_pod_uid` call in `PodObjects::sync` (the Job status then
-/// names UIDs no object has) or the index label in `podshape::new_pod` fails it.
+/// Broken on purpose: without the completion-index label in `podshape::new_pod` it fails.
 #[tokio::test]
 async fn indexed_job_pods_have_the_controllers_shape_and_follow_the_job() {
     let c = worker(20.0);
