@@ -10,6 +10,7 @@ pub mod event;
 pub mod job;
 pub mod lease;
 pub mod namespace;
+pub mod pod;
 pub mod secret;
 pub mod ssar;
 #[cfg(test)]
@@ -273,6 +274,7 @@ pub fn other_builtins() -> Vec<std::sync::Arc<dyn Strategy>> {
         std::sync::Arc::new(lease::LeaseStrategy::new()),
         std::sync::Arc::new(crd::CrdStrategy::new()),
         std::sync::Arc::new(ssar::SelfSubjectAccessReviewStrategy::new()),
+        std::sync::Arc::new(pod::PodStrategy::new()),
     ]
 }
 
