@@ -227,16 +227,14 @@ async fn rights_body(env: &Env) -> anyhow::Result<()> {
     // Courier's credentials on w1 with the worker chart's default rights (no cliReads): the
     // controller is content, `courier logs` is refused with the fix.
     let w = &env.workers[0];
-    w.add_token(
-        "chart-default",
-        "system:serviceaccount:courier-system:courier-dispatcher",
-        Some(json!({"allow": [
-            {"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": ["batch"], "resources": ["jobs"]},
-            {"verbs": ["create"], "apiGroups": [""], "resources": ["namespaces"]},
-            {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"]}
-        ]})),
-    )
-    .await?;
+    let sa = "system:serviceaccount:courier-system:courier-dispatcher";
+    let mut rules = vec![
+        json!({"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": ["batch"], "resources": ["jobs"]}),
+        json!({"verbs": ["create"], "apiGroups": [""], "resources": ["namespaces"]}),
+        json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"]}),
+    ];
+    w.add_token("chart-default", sa, Some(json!({"allow": rules})))
+        .await?;
     env.put_kubeconfig_secret("w1-kubeconfig", &w.kubeconfig_with_token("chart-default")?)
         .await?;
     logs(env, &["hello"]).await?.fails_with(&[
@@ -244,20 +242,14 @@ async fn rights_body(env: &Env) -> anyhow::Result<()> {
         "--set cliReads=true",
         "docs/security.md",
     ])?;
-    // With the cliReads rules added, it reads again.
-    w.add_token(
-        "chart-cli-reads",
-        "system:serviceaccount:courier-system:courier-dispatcher",
-        Some(json!({"allow": [
-            {"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": ["batch"], "resources": ["jobs"]},
-            {"verbs": ["create"], "apiGroups": [""], "resources": ["namespaces"]},
-            {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"]},
-            {"verbs": ["list"], "apiGroups": [""], "resources": ["pods"]},
-            {"verbs": ["get"], "apiGroups": [""], "resources": ["pods/log"]},
-            {"verbs": ["list"], "apiGroups": [""], "resources": ["events"]}
-        ]})),
-    )
-    .await?;
+    // With the chart's cliReads rules added, it reads again.
+    rules.extend([
+        json!({"verbs": ["list"], "apiGroups": [""], "resources": ["pods"]}),
+        json!({"verbs": ["get"], "apiGroups": [""], "resources": ["pods/log"]}),
+        json!({"verbs": ["list"], "apiGroups": [""], "resources": ["events"]}),
+    ]);
+    w.add_token("chart-cli-reads", sa, Some(json!({"allow": rules})))
+        .await?;
     env.put_kubeconfig_secret(
         "w1-kubeconfig",
         &w.kubeconfig_with_token("chart-cli-reads")?,
