@@ -63,7 +63,7 @@ diagnose() {
   say "state at failure (kubeconfigs in $WORK)"
   k_mgmt -n "$NS" get pods -o wide || true
   k_mgmt -n "$NS" logs deploy/courier --tail=100 || true
-  courier cluster list --management-kubeconfig "$(kc_internal mgmt)" || true
+  courier cluster list --kubeconfig "$(kc_internal mgmt)" || true
   courier jobs --kubeconfig "$(kc_internal mgmt)" || true
 }
 
@@ -117,20 +117,20 @@ for i in "${!WORKERS[@]}"; do
   w=${WORKERS[$i]}
   say "preparing worker $w and registering it"
   helm install courier-worker "$ROOT/charts/courier-worker" --kubeconfig "$(kc "$w")" \
-    -n "$NS" --create-namespace --wait --timeout 3m
+    -n "$NS" --create-namespace --set cliReads=true --wait --timeout 3m
   # w1 from the chart's long-lived token Secret, w2 with a time-bound token (TokenRequest API).
   token=()
   [[ $w == w2 ]] && token=(--token-request --duration 24h)
-  courier cluster kubeconfig --kubeconfig "$(kc_internal "$w")" --name "$w" ${token[@]+"${token[@]}"} \
+  courier cluster kubeconfig --cluster-kubeconfig "$(kc_internal "$w")" --name "$w" ${token[@]+"${token[@]}"} \
     --output-file "$WORK/$w-courier.kubeconfig"
-  courier cluster add "$w" --kubeconfig "$WORK/$w-courier.kubeconfig" \
-    --label region="${region[$i]}" --management-kubeconfig "$(kc_internal mgmt)" --wait 120s
+  courier cluster add "$w" --cluster-kubeconfig "$WORK/$w-courier.kubeconfig" \
+    --label region="${region[$i]}" --kubeconfig "$(kc_internal mgmt)" --wait 120s
 done
-courier cluster list --management-kubeconfig "$(kc_internal mgmt)"
+courier cluster list --kubeconfig "$(kc_internal mgmt)"
 
 say "submitting the examples"
 for f in hello indexed-success-policy failing suspended; do
-  courier submit "examples/$f.yaml" --kubeconfig "$(kc_internal mgmt)"
+  courier submit -f "examples/$f.yaml" --kubeconfig "$(kc_internal mgmt)"
 done
 # A suspended Job is not dispatched; resume it like a user would.
 k_mgmt patch job suspended --type=merge -p '{"spec":{"suspend":false}}'
@@ -152,7 +152,9 @@ for job in hello indexed-leader suspended always-fails; do
   echo "$job ran on $w"
 done
 courier jobs --kubeconfig "$(kc_internal mgmt)"
-courier explain default/hello --kubeconfig "$(kc_internal mgmt)"
+courier describe job hello --kubeconfig "$(kc_internal mgmt)"
+# Read through Courier's worker credentials (the worker chart's cliReads rights).
+courier logs hello --kubeconfig "$(kc_internal mgmt)"
 
 # Only Courier may touch a mirror's ownership labels on a worker (the chart's admission policy).
 w=$(k_mgmt get job hello -o jsonpath='{.metadata.labels.courier\.dev/cluster}')
@@ -165,7 +167,7 @@ courier crds | k_mgmt apply -f -
 helm upgrade courier "$ROOT/charts/courier" --kubeconfig "$(kc mgmt)" -n "$NS" \
   --reuse-values --set workerLostTimeout=10m --wait --timeout 5m
 k_mgmt -n "$NS" rollout status deploy/courier --timeout 3m
-courier cluster list --management-kubeconfig "$(kc_internal mgmt)"
+courier cluster list --kubeconfig "$(kc_internal mgmt)"
 
 helm upgrade courier-worker "$ROOT/charts/courier-worker" --kubeconfig "$(kc w1)" -n "$NS" \
   --reuse-values --wait --timeout 3m
@@ -179,7 +181,7 @@ metadata:
   annotations: {kubernetes.io/service-account.name: courier-dispatcher}
 type: kubernetes.io/service-account-token
 YAML
-courier cluster kubeconfig --kubeconfig "$(kc_internal w1)" --name w1 \
+courier cluster kubeconfig --cluster-kubeconfig "$(kc_internal w1)" --name w1 \
   --secret courier-dispatcher-token-2 --output-file "$WORK/w1-new.kubeconfig"
 k_mgmt -n "$NS" create secret generic w1-kubeconfig \
   --from-file=kubeconfig="$WORK/w1-new.kubeconfig" --dry-run=client -o yaml | k_mgmt apply -f -
@@ -199,8 +201,8 @@ for w in "${WORKERS[@]}"; do
   done
   [[ -z $left ]] || die "mirrors left on $w after their origins were deleted: $left"
 done
-courier cluster remove w2 --drain --timeout 5m --management-kubeconfig "$(kc_internal mgmt)"
-courier cluster remove w1 --management-kubeconfig "$(kc_internal mgmt)"
+courier cluster remove w2 --drain --timeout 5m --kubeconfig "$(kc_internal mgmt)"
+courier cluster remove w1 --kubeconfig "$(kc_internal mgmt)"
 helm uninstall courier --kubeconfig "$(kc mgmt)" -n "$NS" --wait
 courier crds | k_mgmt delete -f -
 for w in "${WORKERS[@]}"; do

@@ -586,7 +586,7 @@ impl Env {
         }
     }
 
-    /// `courier cluster add wN --kubeconfig ... --label k=v`.
+    /// `courier cluster add wN --cluster-kubeconfig ... --label k=v`.
     pub async fn register_worker(
         &self,
         i: usize,
@@ -598,7 +598,7 @@ impl Env {
             "cluster".into(),
             "add".into(),
             w.name.clone(),
-            "--kubeconfig".into(),
+            "--cluster-kubeconfig".into(),
             kc,
         ];
         for (k, v) in labels {

@@ -1,6 +1,8 @@
 //! The `courier` CLI against kubesim processes: `crds`, `cluster add|list|pause|resume|remove` with
 //! an error message for every bad input, `submit`, `jobs`, `explain`, and `run`'s flag checking.
-//! No controller runs here (registration and the CLI must work without one).
+//! No controller runs here (registration and the CLI must work without one). The kubectl
+//! conventions (`-n`/`-A`, `-o`, `describe`, `submit -f -`, deprecated spellings, `--server`,
+//! `--skip-check`, completion, the kubectl plugin) are in `cli_conventions.rs`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -84,22 +86,26 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
     let cases: Vec<(&str, Vec<String>, Vec<&str>)> = vec![
         (
             "missing file",
-            vec!["w1".into(), "--kubeconfig".into(), "/nonexistent/kc".into()],
+            vec![
+                "w1".into(),
+                "--cluster-kubeconfig".into(),
+                "/nonexistent/kc".into(),
+            ],
             vec![
                 "cannot read kubeconfig file /nonexistent/kc",
-                "--kubeconfig",
+                "--cluster-kubeconfig",
             ],
         ),
         (
             "invalid name",
-            vec!["W_1".into(), "--kubeconfig".into(), kc.clone()],
+            vec!["W_1".into(), "--cluster-kubeconfig".into(), kc.clone()],
             vec!["invalid WorkerCluster name \"W_1\"", "lower case"],
         ),
         (
             "bad label",
             vec![
                 "w1".into(),
-                "--kubeconfig".into(),
+                "--cluster-kubeconfig".into(),
                 kc.clone(),
                 "--label".into(),
                 "region".into(),
@@ -110,7 +116,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
             "bad label key",
             vec![
                 "w1".into(),
-                "--kubeconfig".into(),
+                "--cluster-kubeconfig".into(),
                 kc.clone(),
                 "-l".into(),
                 "a b=c".into(),
@@ -121,7 +127,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
             "negative weight",
             vec![
                 "w1".into(),
-                "--kubeconfig".into(),
+                "--cluster-kubeconfig".into(),
                 kc.clone(),
                 "--weight".into(),
                 "-1".into(),
@@ -132,12 +138,16 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
             "unknown context",
             vec![
                 "w1".into(),
-                "--kubeconfig".into(),
+                "--cluster-kubeconfig".into(),
                 kc.clone(),
-                "--context".into(),
+                "--cluster-context".into(),
                 "nope".into(),
             ],
-            vec!["context \"nope\" is not in", "its contexts are: w1"],
+            vec![
+                "context \"nope\" is not in",
+                "its contexts are: w1",
+                "--cluster-context",
+            ],
         ),
     ];
     for (what, args, needles) in cases {
@@ -157,7 +167,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
         "cluster",
         "add",
         "w1",
-        "--kubeconfig",
+        "--cluster-kubeconfig",
         &garbage.display().to_string(),
     ])
     .await?
@@ -167,7 +177,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
     let exec = variant(env, w, "exec.kubeconfig", |v| {
         v["users"][0]["user"] = json!({"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "get-token"}});
     })?;
-    env.courier(&["cluster", "add", "w1", "--kubeconfig", &exec])
+    env.courier(&["cluster", "add", "w1", "--cluster-kubeconfig", &exec])
         .await?
         .fails_with(&[
             "users[w1].user.exec",
@@ -177,7 +187,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
     let insecure = variant(env, w, "insecure.kubeconfig", |v| {
         v["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = json!(true);
     })?;
-    env.courier(&["cluster", "add", "w1", "--kubeconfig", &insecure])
+    env.courier(&["cluster", "add", "w1", "--cluster-kubeconfig", &insecure])
         .await?
         .fails_with(&[
             "clusters[w1].cluster.insecure-skip-tls-verify",
@@ -186,7 +196,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
     let token_file = variant(env, w, "tokenfile.kubeconfig", |v| {
         v["users"][0]["user"] = json!({"tokenFile": "w1.token"});
     })?;
-    env.courier(&["cluster", "add", "w1", "--kubeconfig", &token_file])
+    env.courier(&["cluster", "add", "w1", "--cluster-kubeconfig", &token_file])
         .await?
         .fails_with(&[
             "users[w1].user.tokenFile",
@@ -197,7 +207,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
         "cluster",
         "add",
         "w1",
-        "--kubeconfig",
+        "--cluster-kubeconfig",
         &token_file,
         "--flatten",
     ])
@@ -213,7 +223,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
         "cluster",
         "add",
         "w1",
-        "--kubeconfig",
+        "--cluster-kubeconfig",
         &unreachable,
         "--timeout",
         "3s",
@@ -226,7 +236,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
     let bad_token = variant(env, w, "badtoken.kubeconfig", |v| {
         v["users"][0]["user"]["token"] = json!("not-a-token");
     })?;
-    env.courier(&["cluster", "add", "w1", "--kubeconfig", &bad_token])
+    env.courier(&["cluster", "add", "w1", "--cluster-kubeconfig", &bad_token])
         .await?
         .fails_with(&["rejected the credentials of user w1 (401 Unauthorized)"])?;
     w.add_token(
@@ -241,7 +251,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
     let limited = variant(env, w, "limited.kubeconfig", |v| {
         v["users"][0]["user"]["token"] = json!("limited");
     })?;
-    env.courier(&["cluster", "add", "w1", "--kubeconfig", &limited])
+    env.courier(&["cluster", "add", "w1", "--cluster-kubeconfig", &limited])
         .await?
         .fails_with(&[
             "lack rights Courier needs",
@@ -253,14 +263,14 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
     let no_rights = variant(env, w, "norights.kubeconfig", |v| {
         v["users"][0]["user"]["token"] = json!("no-ssar");
     })?;
-    env.courier(&["cluster", "add", "w1", "--kubeconfig", &no_rights])
+    env.courier(&["cluster", "add", "w1", "--cluster-kubeconfig", &no_rights])
         .await?
         .fails_with(&["403 Forbidden"])?;
 
     // The management side: Courier's namespace (from COURIER_NAMESPACE) and the CRD.
     courier_env(
         &env.mgmt.kubeconfig,
-        &["cluster", "add", "w1", "--kubeconfig", &kc],
+        &["cluster", "add", "w1", "--cluster-kubeconfig", &kc],
         &[("COURIER_NAMESPACE", "nope")],
     )
     .await?
@@ -271,7 +281,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
     let bare = Kubesim::start(&env.dir, "bare", "management", 1.0)?;
     courier(
         &bare.kubeconfig,
-        &["cluster", "add", "w1", "--kubeconfig", &kc],
+        &["cluster", "add", "w1", "--cluster-kubeconfig", &kc],
     )
     .await?
     .fails_with(&[
@@ -311,7 +321,7 @@ async fn cluster_lifecycle_body(env: &Env) -> anyhow::Result<()> {
             "cluster",
             "add",
             "w1",
-            "--kubeconfig",
+            "--cluster-kubeconfig",
             &kc,
             "--label",
             "region=eu",
@@ -353,7 +363,7 @@ async fn cluster_lifecycle_body(env: &Env) -> anyhow::Result<()> {
     ensure!(stored["current-context"] == "w1");
 
     // A second add of the same name is refused.
-    env.courier(&["cluster", "add", "w1", "--kubeconfig", &kc])
+    env.courier(&["cluster", "add", "w1", "--cluster-kubeconfig", &kc])
         .await?
         .fails_with(&[
             "WorkerCluster w1 already exists",
@@ -390,7 +400,7 @@ async fn cluster_lifecycle_body(env: &Env) -> anyhow::Result<()> {
             "cluster",
             "add",
             "w1-exec",
-            "--kubeconfig",
+            "--cluster-kubeconfig",
             &exec.display().to_string(),
             "--allow-exec-kubeconfigs",
             "--paused",
@@ -429,8 +439,9 @@ async fn cluster_lifecycle_body(env: &Env) -> anyhow::Result<()> {
         .courier(&["cluster", "list", "-o", "json"])
         .await?
         .ok()?;
-    let items: Vec<Value> = serde_json::from_str(&out.stdout)?;
-    ensure!(items.len() == 2);
+    let list: Value = serde_json::from_str(&out.stdout)?;
+    ensure!(list["kind"] == "List", "{list}");
+    ensure!(list["items"].as_array().map(Vec::len) == Some(2), "{list}");
 
     // pause / resume.
     let out = env.courier(&["cluster", "pause", "w1"]).await?.ok()?;
@@ -508,7 +519,7 @@ async fn cluster_lifecycle_body(env: &Env) -> anyhow::Result<()> {
     ensure!(secrets.get_opt("w1-kubeconfig").await?.is_none());
 
     // --force removes it at once.
-    env.courier(&["cluster", "add", "w1", "--kubeconfig", &kc])
+    env.courier(&["cluster", "add", "w1", "--cluster-kubeconfig", &kc])
         .await?
         .ok()?;
     env.create_job("default", placed("still-on-w1")).await?;
@@ -547,7 +558,7 @@ async fn submit_body(env: &Env) -> anyhow::Result<()> {
     let file = env.dir.join("plain.yaml");
     std::fs::write(&file, serde_json::to_string(&plain)?)?;
     let f = file.display().to_string();
-    let out = env.courier(&["submit", &f]).await?.ok()?;
+    let out = env.courier(&["submit", "-f", &f]).await?.ok()?;
     ensure!(
         out.stderr.contains("spec.managedBy was not set"),
         "{}",
@@ -561,7 +572,7 @@ async fn submit_body(env: &Env) -> anyhow::Result<()> {
     );
     let created = env.get_job("default", "plain").await?;
     ensure!(created.spec.and_then(|s| s.managed_by).as_deref() == Some(MANAGED_BY));
-    env.courier(&["submit", &f]).await?.fails_with(&[
+    env.courier(&["submit", "-f", &f]).await?.fails_with(&[
         "creating Job default/plain",
         "already exists",
         "change metadata.name",
@@ -571,13 +582,13 @@ async fn submit_body(env: &Env) -> anyhow::Result<()> {
     let a = serde_json::to_string(&job("multi-a", &[]))?;
     let b = serde_json::to_string(&with_spec(job("multi-b", &[]), "suspend", json!(true)))?;
     std::fs::write(&two, format!("{a}\n---\n{b}\n"))?;
-    env.courier(&["submit", &two.display().to_string(), "-n", "default"])
+    env.courier(&["submit", "-f", &two.display().to_string(), "-n", "default"])
         .await?
         .ok()?;
 
     let pod = env.dir.join("pod.yaml");
     std::fs::write(&pod, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n")?;
-    env.courier(&["submit", &pod.display().to_string()])
+    env.courier(&["submit", "-f", &pod.display().to_string()])
         .await?
         .fails_with(&["is a Pod (v1), not a batch/v1 Job"])?;
     let other = env.dir.join("other.yaml");
@@ -589,20 +600,20 @@ async fn submit_body(env: &Env) -> anyhow::Result<()> {
             json!("kueue.x-k8s.io/multikueue"),
         ))?,
     )?;
-    env.courier(&["submit", &other.display().to_string()])
+    env.courier(&["submit", "-f", &other.display().to_string()])
         .await?
         .fails_with(&[
             "spec.managedBy is \"kueue.x-k8s.io/multikueue\"",
             MANAGED_BY,
         ])?;
-    env.courier(&["submit", "/nonexistent.yaml"])
+    env.courier(&["submit", "-f", "/nonexistent.yaml"])
         .await?
         .fails_with(&["cannot read /nonexistent.yaml"])?;
-    env.courier(&["submit", &f, "-n", "nope-ns"])
+    env.courier(&["submit", "-f", &f, "-n", "nope-ns"])
         .await?
         .fails_with(&["nope-ns"])?;
 
-    let out = env.courier(&["jobs"]).await?.ok()?;
+    let out = env.courier(&["jobs", "-A"]).await?.ok()?;
     for needle in [
         "NAMESPACE",
         "CLUSTER",
@@ -632,7 +643,7 @@ async fn submit_body(env: &Env) -> anyhow::Result<()> {
         .fails_with(&["Job default/nope not found", "courier jobs"])?;
     env.courier(&["explain", "a/b/c"])
         .await?
-        .fails_with(&["expected NAMESPACE/NAME"])?;
+        .fails_with(&["expected a Job as NAME, NAMESPACE/NAME or job/NAME"])?;
     Ok(())
 }
 

@@ -407,7 +407,7 @@ async fn report(
         ]);
     }
     println!();
-    util::print_table(
+    crate::output::print_table(
         &["JOB", "RAN ON", "EPOCH", "RESULT", "AFTER", "EXPECTED", ""],
         &rows,
     );
@@ -426,7 +426,7 @@ async fn report(
         );
         println!(
             "Next: `courier sandbox` keeps such clusters running for you to try `courier submit`, \
-             `courier jobs` and `courier explain` (and kubectl)."
+             `courier jobs`, `courier describe job` and `courier logs` (and kubectl)."
         );
         Ok(true)
     } else {

@@ -78,13 +78,13 @@ pub fn minify(kc: &Kubeconfig, context: Option<&str>, source: &str) -> anyhow::R
     let ctx_name = match context.or(kc.current_context.as_deref().filter(|c| !c.is_empty())) {
         Some(c) => c.to_string(),
         None => bail!(
-            "{source} has no current-context; pass --context NAME ({})",
+            "{source} has no current-context; pass --cluster-context NAME ({})",
             available()
         ),
     };
     let Some(named_ctx) = kc.contexts.iter().find(|c| c.name == ctx_name) else {
         bail!(
-            "context {ctx_name:?} is not in {source}; pass --context with one of its contexts ({})",
+            "context {ctx_name:?} is not in {source}; pass --cluster-context with one of its contexts ({})",
             available()
         );
     };
@@ -297,6 +297,16 @@ pub fn flatten(kc: &mut Kubeconfig, base: &Path) -> anyhow::Result<Vec<String>> 
     Ok(done)
 }
 
+/// `--server URL`: only https:// (Courier talks to workers over TLS it verifies).
+pub fn check_server_url(url: &str) -> anyhow::Result<()> {
+    if !url.starts_with("https://") || url.len() <= "https://".len() {
+        bail!(
+            "--server {url:?} is not an https:// URL; Courier only talks to workers over TLS it verifies"
+        );
+    }
+    Ok(())
+}
+
 /// The kubeconfig as YAML text (what goes into the Secret).
 pub fn to_yaml(kc: &Kubeconfig) -> anyhow::Result<String> {
     serde_saphyr::to_string(kc).context("serialising the kubeconfig")
@@ -364,7 +374,7 @@ current-context: ctx-a
         let mut no_current = kc();
         no_current.current_context = None;
         let e = minify(&no_current, None, "f").unwrap_err().to_string();
-        assert!(e.contains("--context"), "{e}");
+        assert!(e.contains("--cluster-context"), "{e}");
     }
 
     #[test]

@@ -107,9 +107,10 @@ pub async fn run(a: SandboxArgs) -> anyhow::Result<()> {
     println!(
         "\nIn another shell:\n\
          \x20 export KUBECONFIG={m}\n\
-         \x20 courier submit examples/hello.yaml      # any Job; spec.managedBy is set for you\n\
+         \x20 courier submit -f examples/hello.yaml   # any Job; spec.managedBy is set for you\n\
          \x20 courier jobs                            # where each Job runs and how it is doing\n\
-         \x20 courier explain default/hello           # placement, conditions, events\n\
+         \x20 courier describe job hello              # placement, conditions, events of both sides\n\
+         \x20 courier logs hello                      # its pods' logs, from the worker\n\
          \x20 courier cluster list                    # the two workers, Ready\n\
          \x20 courier cluster pause worker-1          # new Jobs go to worker-2 only\n\
          \x20 kubectl get jobs -A                     # the origin Jobs (kubesim speaks JSON to kubectl)\n\

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use jiff::Timestamp;
+use kube::Config;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 
 /// Parses a duration the way Kubernetes tools write them: `90s`, `15m`, `1h30m`, `500ms`, `1.5s`, or
 /// a plain number of seconds.
@@ -96,38 +96,11 @@ pub fn age(t: Option<Timestamp>) -> String {
     }
 }
 
-/// Prints rows as left-aligned columns separated by three spaces (like kubectl).
-pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
-    print!("{}", render_table(header, rows));
-}
+// Tables live with the rest of the output code (`bench` uses them from here).
+pub use crate::output::render_table;
 
-pub fn render_table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            if i < widths.len() {
-                widths[i] = widths[i].max(cell.chars().count());
-            }
-        }
-    }
-    let mut out = String::new();
-    let line = |cells: Vec<&str>, out: &mut String| {
-        let n = cells.len();
-        for (i, c) in cells.into_iter().enumerate() {
-            out.push_str(c);
-            if i + 1 < n {
-                let pad = widths[i].saturating_sub(c.chars().count()) + 3;
-                out.push_str(&" ".repeat(pad));
-            }
-        }
-        out.push('\n');
-    };
-    line(header.to_vec(), &mut out);
-    for row in rows {
-        line(row.iter().map(String::as_str).collect(), &mut out);
-    }
-    out
-}
+/// Field manager of the CLI's writes.
+pub const FIELD_MANAGER: &str = "courier-cli";
 
 /// The HTTP status of an API error, if the error is one.
 pub fn api_code(e: &kube::Error) -> Option<u16> {
@@ -151,16 +124,6 @@ pub fn api_message(e: &kube::Error) -> String {
         kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
         other => other.to_string(),
     }
-}
-
-/// How to reach the management cluster from a client command (`cluster`, `submit`, `jobs`,
-/// `explain`): an explicit kubeconfig, else `$KUBECONFIG` / `~/.kube/config`, else in-cluster.
-pub async fn management_client(
-    kubeconfig: Option<&Path>,
-    context: Option<&str>,
-) -> anyhow::Result<Client> {
-    let config = management_config(kubeconfig, context, false).await?;
-    Client::try_from(config).context("building the management cluster client")
 }
 
 /// The management cluster's client configuration. `in_cluster_first` is the controller's order
@@ -303,11 +266,5 @@ mod tests {
         assert!(parse_label("region").unwrap_err().contains("key=value"));
         assert!(parse_label("bad key=x").unwrap_err().contains("label key"));
         assert!(parse_label("k=-x").unwrap_err().contains("label value"));
-    }
-
-    #[test]
-    fn table() {
-        let t = render_table(&["A", "BB"], &[vec!["xxx".into(), "y".into()]]);
-        assert_eq!(t, "A     BB\nxxx   y\n");
     }
 }

@@ -10,11 +10,15 @@ use crate::controllers::Controllers;
 use crate::sim::Role;
 
 /// Starts the role's controllers; they stop with `shutdown`.
-pub fn spawn(api: Arc<Api>, role: Role, speed: f64, shutdown: CancellationToken) {
+pub fn spawn(
+    api: Arc<Api>,
+    role: Role,
+    speed: f64,
+    pod_objects: bool,
+    shutdown: CancellationToken,
+) {
+    let mut c = Controllers::for_role(role).with_speed(speed);
+    c.pod_objects &= pod_objects;
     // The tasks run detached; cancelling `shutdown` ends them.
-    drop(crate::controllers::spawn(
-        api,
-        Controllers::for_role(role).with_speed(speed),
-        shutdown,
-    ));
+    drop(crate::controllers::spawn(api, c, shutdown));
 }

@@ -58,6 +58,9 @@ pub struct SimOptions {
     /// `gitVersion` of `/version`.
     pub server_version: String,
     pub retention: Retention,
+    /// Whether a worker's simulated pods are real `v1` Pod objects (listed, watched, with logs).
+    /// Default on; off only for throughput benchmarks (the Job controller then writes Job status only).
+    pub pod_objects: bool,
 }
 
 impl Default for SimOptions {
@@ -71,6 +74,7 @@ impl Default for SimOptions {
             token: None,
             server_version: "v1.36.0".into(),
             retention: Retention::default(),
+            pod_objects: true,
         }
     }
 }
@@ -153,7 +157,13 @@ impl Sim {
             }
             None => None,
         };
-        crate::controllers_hook::spawn(state.api.clone(), opts.role, opts.speed, shutdown.clone());
+        crate::controllers_hook::spawn(
+            state.api.clone(),
+            opts.role,
+            opts.speed,
+            opts.pod_objects,
+            shutdown.clone(),
+        );
         Ok(Sim {
             name: opts.name,
             addr,

@@ -68,7 +68,16 @@ fn entries_match(ours: &Value, rec: &Value, key: &str, what: &str) {
         let r = rec
             .get(name)
             .unwrap_or_else(|| panic!("{what}: {name} is served but not in the recording"));
-        assert_eq!(&e, r, "{what}: entry {name}");
+        // kubesim serves a subset of some resources' subresources (pods: log and status): those it
+        // lists must be the recorded ones.
+        let mut r = (*r).clone();
+        if let (Some(ours), Some(Value::Array(subs))) = (
+            e.get("subresources").and_then(Value::as_array),
+            r.get_mut("subresources"),
+        ) {
+            subs.retain(|s| ours.iter().any(|o| o["subresource"] == s["subresource"]));
+        }
+        assert_eq!(e, &r, "{what}: entry {name}");
     }
 }
 

@@ -537,10 +537,10 @@ pub fn job_live(v: &JobView) -> String {
     let _ = write!(
         out,
         "<p class=\"hint\">The events Courier recorded (the latest {}). Events of the worker's own \
-         controllers (pods, images, scheduling) are in <code>courier explain {}/{}</code>.</p></section>",
+         controllers (pods, images, scheduling) are in <code>courier describe job {} -n {}</code>.</p></section>",
         super::recent::PER_ORIGIN,
-        esc(&v.namespace),
-        esc(&v.name)
+        esc(&v.name),
+        esc(&v.namespace)
     );
     out
 }

@@ -50,6 +50,12 @@ ROOTS = {
         "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
     "authorization.k8s.io/v1/SelfSubjectAccessReview": "io.k8s.api.authorization.v1.SelfSubjectAccessReview",
     "v1/Status": "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+    "v1/Pod": "io.k8s.api.core.v1.Pod",
+    "v1/ResourceQuota": "io.k8s.api.core.v1.ResourceQuota",
+    "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy":
+        "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy",
+    "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding":
+        "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicyBinding",
 }
 # Named types the Rust side looks up directly (custom resources embed ObjectMeta).
 EXTRA_NAMED = [
@@ -280,7 +286,11 @@ _set("s",
      "io.k8s.api.events.v1.Event.regarding", "Namespace.spec", "Namespace.status", "Lease.spec",
      "CustomResourceDefinition.status", "CustomResourceDefinitionStatus.acceptedNames",
      "SelfSubjectAccessReview.status", "PersistentVolumeClaimSpec.resources",
-     "Status.metadata")
+     "Status.metadata",
+     "Pod.spec", "Pod.status", "ContainerStatus.state", "ContainerStatus.lastState",
+     "ResourceQuota.spec", "ResourceQuota.status",
+     "ValidatingAdmissionPolicy.spec", "ValidatingAdmissionPolicy.status",
+     "ValidatingAdmissionPolicyBinding.spec")
 
 # metav1.Time / MicroTime value fields: a zero Time marshals as null and is never omitted...
 _set(("z", None),
@@ -288,7 +298,9 @@ _set(("z", None),
      "CustomResourceDefinitionCondition.lastTransitionTime",
      "io.k8s.api.core.v1.Event.firstTimestamp", "io.k8s.api.core.v1.Event.lastTimestamp",
      "io.k8s.api.core.v1.Event.eventTime", "io.k8s.api.core.v1.EventSeries.lastObservedTime",
-     "io.k8s.api.events.v1.Event.deprecatedFirstTimestamp", "io.k8s.api.events.v1.Event.deprecatedLastTimestamp")
+     "io.k8s.api.events.v1.Event.deprecatedFirstTimestamp", "io.k8s.api.events.v1.Event.deprecatedLastTimestamp",
+     "PodCondition.lastProbeTime", "PodCondition.lastTransitionTime", "ContainerStateRunning.startedAt",
+     "ContainerStateTerminated.startedAt", "ContainerStateTerminated.finishedAt")
 # ...except ObjectMeta.creationTimestamp, which is `omitzero` since v1.35 (absent from template metadata).
 _set("t", "ObjectMeta.creationTimestamp")
 
@@ -329,7 +341,9 @@ _set("v",
      "JSONSchemaProps.exclusiveMaximum", "JSONSchemaProps.exclusiveMinimum", "JSONSchemaProps.uniqueItems",
      "JSONSchemaProps.nullable", "JSONSchemaProps.x-kubernetes-embedded-resource",
      "JSONSchemaProps.x-kubernetes-int-or-string",
-     "SubjectAccessReviewStatus.denied", "StatusDetails.retryAfterSeconds", "Status.code")
+     "SubjectAccessReviewStatus.denied", "StatusDetails.retryAfterSeconds", "Status.code",
+     "PodStatus.observedGeneration", "PodCondition.observedGeneration", "ContainerStateTerminated.signal",
+     "Condition.observedGeneration", "ValidatingAdmissionPolicyStatus.observedGeneration")
 
 # Pointers to empty structs with `omitempty` (rendered as maps in the spec): `{}` survives the round
 # trip (`subresources: {status: {}}` is how a CRD enables /status).
@@ -357,7 +371,10 @@ _set("p",
      "LeaseSpec.preferredHolder", "CustomResourceDefinitionVersion.deprecationWarning",
      "WebhookClientConfig.url", "ServiceReference.path", "CustomResourceSubresourceScale.labelSelectorPath",
      "ValidationRule.reason", "JSONSchemaProps.$ref", "JSONSchemaProps.x-kubernetes-list-type",
-     "JSONSchemaProps.x-kubernetes-map-type", "ContainerRestartRule.exitCodes")
+     "JSONSchemaProps.x-kubernetes-map-type", "ContainerRestartRule.exitCodes",
+     "PodFailurePolicyOnExitCodesRequirement.containerName",
+     "ValidatingAdmissionPolicySpec.failurePolicy", "MatchResources.matchPolicy", "Validation.reason",
+     "NamedRuleWithOperations.scope", "ParamRef.parameterNotFoundAction", "ContainerStatus.stopSignal")
 
 # Defaults of associative-list key fields (`+default=` in Go; lost in this rendering of the spec).
 KEY_DEFAULTS = {("io.k8s.api.core.v1.ContainerPort", "protocol"): "TCP"}

@@ -74,6 +74,8 @@ pub struct DeleteOpts {
     pub precondition_uid: Option<String>,
     pub precondition_rv: Option<String>,
     pub dry_run: bool,
+    /// `gracePeriodSeconds` (honoured by kinds with graceful deletion: Pods).
+    pub grace_period: Option<i64>,
 }
 
 /// Options of a list (and of a watch's filter).
@@ -1049,6 +1051,9 @@ impl DeleteOpts {
         }
         if let Some(o) = self.orphan_dependents {
             m.insert("orphanDependents".into(), json!(o));
+        }
+        if let Some(g) = self.grace_period {
+            m.insert("gracePeriodSeconds".into(), json!(g));
         }
         Value::Object(m)
     }

@@ -45,6 +45,10 @@ enum Command {
         /// The gitVersion `/version` reports.
         #[arg(long, default_value = "v1.36.0")]
         server_version: String,
+        /// Whether a worker's simulated pods are real Pod objects (`pods`, `pods/log`); `false` only
+        /// for throughput benchmarks.
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        pod_objects: bool,
     },
 }
 
@@ -66,6 +70,7 @@ async fn main() -> anyhow::Result<()> {
         name,
         token,
         server_version,
+        pod_objects,
     } = Cli::parse().command;
     if !(speed.is_finite() && speed > 0.0) {
         anyhow::bail!("--speed must be a positive number, got {speed}");
@@ -78,6 +83,7 @@ async fn main() -> anyhow::Result<()> {
         speed,
         token,
         server_version,
+        pod_objects,
         ..Default::default()
     })
     .await

@@ -11,6 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use super::gc::GcNote;
+use super::pods::{PodCtx, PodObjects};
 use super::{CONTROLLER_MANAGER, Change, Follower, decoded, instant_at, obj_key, write_opts};
 use crate::api::{Api, Part, Served};
 use crate::jobctl::{JobSim, SimConfig};
@@ -30,6 +31,9 @@ struct Entry {
     deleting: bool,
     wake: Option<Timestamp>,
     reported_gone: bool,
+    /// The Job as last seen (its template shapes the pod objects); `Null` when pods are off.
+    job: Value,
+    objects: PodObjects,
 }
 
 struct JobController {
@@ -39,6 +43,8 @@ struct JobController {
     sims: HashMap<Arc<str>, Entry>,
     wheel: BTreeSet<(Timestamp, Arc<str>)>,
     gc: Option<UnboundedSender<GcNote>>,
+    /// The pods resource, when pod objects are written.
+    pods: Option<Arc<Served>>,
 }
 
 /// How a status write ended.
@@ -54,6 +60,7 @@ pub(super) async fn run(
     api: Arc<Api>,
     cfg: SimConfig,
     gc: Option<UnboundedSender<GcNote>>,
+    pod_objects: bool,
     shutdown: CancellationToken,
 ) {
     let Some(served) = api.registry.get("batch", "v1", "jobs") else {
@@ -64,6 +71,14 @@ pub(super) async fn run(
         return;
     };
     let mut follower = Follower::new(api.store.clone(), served.table.clone(), "job");
+    let pods = if pod_objects {
+        api.registry.get("", "v1", "pods")
+    } else {
+        None
+    };
+    let mut pod_follower = pods
+        .as_ref()
+        .map(|p| Follower::new(api.store.clone(), p.table.clone(), "job"));
     let mut c = JobController {
         api,
         served,
@@ -71,14 +86,22 @@ pub(super) async fn run(
         sims: HashMap::new(),
         wheel: BTreeSet::new(),
         gc,
+        pods,
     };
     loop {
         let next = c.wheel.first().map(|(t, _)| *t);
         let sleep =
             tokio::time::sleep_until(next.map_or_else(tokio::time::Instant::now, instant_at));
+        let pod_change = async {
+            match &mut pod_follower {
+                Some(f) => f.next().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = shutdown.cancelled() => return,
             change = follower.next() => c.apply(change),
+            change = pod_change => c.pod_changed(change),
             _ = sleep, if next.is_some() => c.run_due(),
         }
     }
@@ -102,17 +125,55 @@ impl JobController {
                     .cloned()
                     .collect();
                 for uid in stale {
-                    self.forget(&uid);
+                    self.job_removed(&uid, now);
                 }
             }
             Change::Event(ev) => {
                 if ev.kind == EventType::Deleted {
-                    self.forget(meta_str(&ev.obj.value(), "uid"));
+                    self.job_removed(meta_str(&ev.obj.value(), "uid"), now);
                 } else {
                     self.observe(&ev.obj.value(), now);
                 }
             }
         }
+    }
+
+    /// A pod object changed: a deletion by someone else concerns its Job's simulation.
+    fn pod_changed(&mut self, change: Change) {
+        let Change::Event(ev) = change else {
+            return;
+        };
+        let pod = ev.obj.value();
+        if !super::pods::wants_attention(&pod, ev.kind == EventType::Deleted) {
+            return;
+        }
+        let Some(owner) = super::pods::controller_uid(&pod) else {
+            return;
+        };
+        if let Some((k, _)) = self.sims.get_key_value(owner.as_str()) {
+            let k = k.clone();
+            self.drive(&k, Timestamp::now());
+        }
+    }
+
+    /// The Job object is gone: with pod objects its pods live on (orphaned, or until the garbage
+    /// collector's deletions complete); without, the simulation ends here.
+    fn job_removed(&mut self, uid: &str, now: Timestamp) {
+        let Some((k, e)) = self.sims.get_key_value(uid) else {
+            return;
+        };
+        if self.pods.is_none() || (e.sim.dependents_gone() && e.objects.is_empty()) {
+            self.forget(uid);
+            return;
+        }
+        let k = k.clone();
+        if let Some(e) = self.sims.get_mut(&k) {
+            if e.sim.job_gone {
+                return;
+            }
+            e.sim.job_deleted(now);
+        }
+        self.drive(&k, now);
     }
 
     /// A Job as stored now: start simulating it, or pass on a spec change / deletion.
@@ -136,10 +197,14 @@ impl JobController {
                     return;
                 }
                 let k = k.clone();
+                let keep_job = self.pods.is_some();
                 if let Some(e) = self.sims.get_mut(&k) {
                     e.sim.observe(job, now);
                     e.generation = generation;
                     e.deleting = deleting;
+                    if keep_job {
+                        e.job = job.clone();
+                    }
                 }
                 k
             }
@@ -155,6 +220,12 @@ impl JobController {
                         deleting,
                         wake: None,
                         reported_gone: false,
+                        job: if self.pods.is_some() {
+                            job.clone()
+                        } else {
+                            Value::Null
+                        },
+                        objects: PodObjects::default(),
                     },
                 );
                 k
@@ -197,8 +268,16 @@ impl JobController {
         let Some(e) = self.sims.get_mut(uid) else {
             return;
         };
+        let pods = self.pods.as_ref().map(|served| PodCtx {
+            api: &self.api,
+            served,
+        });
         let mut gone = false;
         while let Some(w) = e.sim.advance(now) {
+            // The pods' changes land before the Job status that counts them.
+            if let Some(cx) = &pods {
+                e.objects.sync(cx, &e.job, &mut e.sim, now);
+            }
             match write_status(&self.api, &self.served, &e.ns, &e.name, uid, w.status) {
                 Outcome::Accepted => {}
                 Outcome::Rejected => e.sim.write_rejected(),
@@ -206,6 +285,18 @@ impl JobController {
                     gone = true;
                     break;
                 }
+            }
+        }
+        if let Some(cx) = &pods {
+            e.objects.sync(cx, &e.job, &mut e.sim, now);
+            if gone && !e.sim.job_gone {
+                // The Job vanished under a write: its pods go on without it.
+                e.sim.job_deleted(now);
+                e.objects.sync(cx, &e.job, &mut e.sim, now);
+                gone = false;
+            }
+            if e.sim.job_gone && e.sim.settled() {
+                gone = true;
             }
         }
         if gone {

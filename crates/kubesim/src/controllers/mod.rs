@@ -30,8 +30,14 @@ mod crd;
 mod gc;
 mod job;
 mod namespace;
+mod pods;
+mod podshape;
+
+pub use podshape::{COMPLETION_INDEX, NODE_NAME};
 mod ttl;
 
+#[cfg(test)]
+mod pod_tests;
 #[cfg(test)]
 mod tests;
 
@@ -60,6 +66,9 @@ pub use crate::sim::Role;
 pub struct Controllers {
     /// The Job controller with simulated pods (`jobctl::JobSim`).
     pub job: bool,
+    /// Whether the Job controller's simulated pods are also real `v1` Pod objects (see `pods`);
+    /// off only for throughput benchmarks.
+    pub pod_objects: bool,
     /// The TTL-after-finished controller.
     pub ttl: bool,
     /// The garbage collector's finalizer handling.
@@ -87,6 +96,7 @@ impl Controllers {
             },
             Role::Worker => Self {
                 job: true,
+                pod_objects: true,
                 ttl: true,
                 gc: true,
                 namespace: true,
@@ -100,6 +110,7 @@ impl Controllers {
     pub fn none() -> Self {
         Self {
             job: false,
+            pod_objects: false,
             ttl: false,
             gc: false,
             namespace: false,
@@ -156,6 +167,7 @@ pub fn spawn(
             api.clone(),
             c.sim_config(),
             gc_tx,
+            c.pod_objects,
             shutdown.clone(),
         )));
     }

@@ -458,6 +458,9 @@ async fn resource_request(
             &decision.reason,
         ));
     }
+    if t.sub.as_deref() == Some("log") {
+        return pod_log(state, req.method(), &t, &q).await;
+    }
     if !info.verbs.iter().any(|v| v == verb) && t.sub.is_none() {
         return Err(ApiError::method_not_supported(
             &info.group,
@@ -657,6 +660,71 @@ async fn resource_request(
     }
 }
 
+/// `GET pods/<name>/log` (see `crate::podlog`): plain text, streamed with `follow=true`.
+async fn pod_log(
+    state: &ServerState,
+    method: &Method,
+    t: &Target,
+    q: &HashMap<String, String>,
+) -> Result<Response<Body>, ApiError> {
+    let info = t.served.info();
+    if method != Method::GET {
+        return Err(ApiError::method_not_supported(
+            &info.group,
+            &format!("{}/log", info.plural),
+            &method.as_str().to_lowercase(),
+        ));
+    }
+    let opts = crate::podlog::LogOptions::from_query(q)?;
+    let ns = t.namespace.clone().unwrap_or_default();
+    let name = t.name.clone().unwrap_or_default();
+    let started = crate::podlog::start(&state.api, &t.served, &ns, &name, &opts)?;
+    let text_plain = |body: Body| {
+        let mut r = Response::new(body);
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain"),
+        );
+        r
+    };
+    let Some((container, run, lines)) = started else {
+        return Ok(text_plain(full(Bytes::new())));
+    };
+    let mut first = crate::podlog::render(&lines, &opts, jiff::Timestamp::now()).into_bytes();
+    if let Some(l) = opts.limit_bytes.and_then(|l| usize::try_from(l).ok()) {
+        first.truncate(l);
+    }
+    if !opts.follow || run.ended.is_some() {
+        return Ok(text_plain(full(Bytes::from(first))));
+    }
+    let limit_left = opts.limit_bytes.map(|l| l - first.len() as i64);
+    if limit_left.is_some_and(|l| l <= 0) {
+        return Ok(text_plain(full(Bytes::from(first))));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let _ = tx.send(Bytes::from(first)).await;
+    let follow = crate::podlog::Follow {
+        api: state.api.clone(),
+        served: t.served.clone(),
+        ns,
+        name,
+        container,
+        run,
+        sent: lines.len(),
+        opts: crate::podlog::LogOptions {
+            limit_bytes: limit_left,
+            ..opts
+        },
+    };
+    tokio::spawn(crate::podlog::follow(follow, tx));
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+    });
+    Ok(text_plain(StreamBody::new(stream).boxed_unsync()))
+}
+
 /// A create/update body as JSON: JSON as is, YAML converted; anything else (protobuf, CBOR) is refused
 /// with 415 so clients fall back to JSON, as with a server that does not speak those encodings.
 fn json_body(content_type: &str, body: Bytes) -> Result<Bytes, ApiError> {
@@ -721,6 +789,7 @@ fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOpts, A
                 .get("dryRun")
                 .and_then(Value::as_array)
                 .is_some_and(|a| a.iter().any(|x| x == "All")),
+            grace_period: v.get("gracePeriodSeconds").and_then(Value::as_i64),
         });
     }
     Ok(DeleteOpts {
@@ -729,6 +798,7 @@ fn delete_opts(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOpts, A
         precondition_uid: None,
         precondition_rv: None,
         dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
+        grace_period: q.get("gracePeriodSeconds").and_then(|v| v.parse().ok()),
     })
 }
 

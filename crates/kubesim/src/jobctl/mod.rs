@@ -3,8 +3,10 @@
 //!
 //! A kubesim worker runs one [`JobSim`] per Job the built-in controller owns (no `spec.managedBy`, or
 //! the reserved `kubernetes.io/job-controller`; see [`JobSim::is_managed_elsewhere`]). The simulator
-//! creates no Pod objects: each Job's pods exist only inside its `JobSim`, and their behaviour comes
-//! from the Job's pod-template annotations below. What leaves the simulator are the `.status` writes
+//! does no I/O: each Job's pods live inside its `JobSim` (the host projects them onto Pod objects from
+//! [`JobSim::pods`], see `controllers::pods`), and their behaviour comes from the Job's pod-template
+//! annotations below. When the Job object goes, [`JobSim::job_deleted`] lets its pods run on (orphaned)
+//! or terminate (garbage-collected). What leaves the simulator are the `.status` writes
 //! the real controller would make, in the same order, with the same field presence, conditions and
 //! messages (held to the recordings in `shared/fixtures/job-traces/`).
 //!

@@ -198,6 +198,10 @@ pub(crate) struct Pod {
     /// `(type, status)` pod conditions that matter to pod failure policies (DisruptionTarget).
     pub conditions: Vec<(String, String)>,
     pub restarts: i32,
+    /// When the current container started running (`None` while waiting to start or restart).
+    pub started_at: Option<Timestamp>,
+    /// The previous container of a restarted pod: started, finished, exit code.
+    pub last_run: Option<(Timestamp, Timestamp, i32)>,
     pub next: Option<(Timestamp, Step)>,
     pub outcome: Outcome,
     pub run_for: f64,
@@ -230,6 +234,7 @@ impl Pod {
                 self.phase = Phase::Running;
                 self.ready = true;
                 self.ready_since = Some(now);
+                self.started_at = Some(now);
                 match self.outcome {
                     Outcome::Hang => {}
                     Outcome::Evict => self.schedule(now, self.run_for, Step::Evict, speed),
@@ -241,6 +246,9 @@ impl Pod {
                     // restartPolicy OnFailure: the kubelet restarts the container after a crash-loop delay.
                     self.restarts += 1;
                     self.ready = false;
+                    if let Some(started) = self.started_at.take() {
+                        self.last_run = Some((started, now, code));
+                    }
                     let delay =
                         (CRASH_BACKOFF_BASE * 2f64.powi(self.restarts - 1)).min(CRASH_BACKOFF_MAX);
                     self.exit_code = Some(code);
@@ -346,6 +354,8 @@ pub(crate) fn create(p: NewPod<'_>, now: Timestamp, speed: f64) -> Pod {
         finished_at: None,
         conditions: Vec::new(),
         restarts: 0,
+        started_at: None,
+        last_run: None,
         next: None,
         outcome,
         run_for,

@@ -43,6 +43,23 @@ pub struct PodInfo {
     pub deleting: bool,
     pub tracking_finalizer: bool,
     pub exit_code: Option<i32>,
+    /// When the controller created it.
+    pub created: Timestamp,
+    /// When its current container started running (`None` while waiting).
+    pub started_at: Option<Timestamp>,
+    /// When it reached Succeeded or Failed.
+    pub finished_at: Option<Timestamp>,
+    /// When it was deleted.
+    pub deleted_at: Option<Timestamp>,
+    /// Container restarts (`restartPolicy: OnFailure`).
+    pub restarts: i32,
+    /// The previous container of a restarted pod: started, finished, exit code.
+    pub last_run: Option<(Timestamp, Timestamp, i32)>,
+    /// Whether the Eviction API marked it (`DisruptionTarget=True`).
+    pub disruption_target: bool,
+    /// `batch.kubernetes.io/job-index-failure-count` / `job-index-ignored-failure-count`.
+    pub index_failure_count: i32,
+    pub index_ignored_failure_count: i32,
 }
 
 /// The part of a sync that follows its first status write: finalizer removals, counting, and the
@@ -92,6 +109,8 @@ pub struct JobSim {
     pub(crate) cont: Option<Continuation>,
     pub(crate) awaiting: Option<Awaiting>,
     pub(crate) rejected: u32,
+    /// The Job object is gone: only the pods (the kubelet's part) go on.
+    pub(crate) job_gone: bool,
 }
 
 impl JobSim {
@@ -129,6 +148,7 @@ impl JobSim {
             cont: None,
             awaiting: None,
             rejected: 0,
+            job_gone: false,
         };
         if !sim.spec.managed_elsewhere {
             sim.enqueue(shift(now, sim.secs(REACT)));
@@ -273,6 +293,18 @@ impl JobSim {
                 deleting: p.deletion.is_some(),
                 tracking_finalizer: p.finalizer,
                 exit_code: p.exit_code,
+                created: p.created,
+                started_at: p.started_at,
+                finished_at: p.finished_at,
+                deleted_at: p.deletion,
+                restarts: p.restarts,
+                last_run: p.last_run,
+                disruption_target: p
+                    .conditions
+                    .iter()
+                    .any(|(t, s)| t == "DisruptionTarget" && s == "True"),
+                index_failure_count: p.failure_count,
+                index_ignored_failure_count: p.ignored_failure_count,
             })
             .collect()
     }
@@ -280,6 +312,58 @@ impl JobSim {
     /// Whether every pod object is gone: a Foreground deletion of the Job may complete.
     pub fn dependents_gone(&self) -> bool {
         self.pods.is_empty()
+    }
+
+    /// The Job object was removed at `now` (Background propagation, or after its `orphan` /
+    /// `foregroundDeletion` finalizer went). The controller stops; the pods lose their tracking
+    /// finalizers (the real controller releases the pods of a Job that is gone) and, unless the Job
+    /// was deleted with Orphan propagation, the garbage collector deletes them. Orphaned pods run on
+    /// to their own end. Keep calling `advance` until [`JobSim::settled`].
+    pub fn job_deleted(&mut self, now: Timestamp) {
+        self.settle();
+        self.job_gone = true;
+        self.cont = None;
+        self.awaiting = None;
+        self.due = None;
+        self.inputs.clear();
+        let speed = self.cfg.speed;
+        let orphan = self.spec.orphaning;
+        for p in &mut self.pods {
+            p.remove_finalizer(now, speed);
+            if !orphan {
+                p.delete(now, speed);
+            }
+        }
+    }
+
+    /// Whether nothing is left to simulate: every pod is gone or terminal (a pod hanging forever can
+    /// still be deleted) and nothing is due.
+    pub fn settled(&self) -> bool {
+        self.next_wakeup().is_none() && self.pods.iter().all(|p| p.is_terminal())
+    }
+
+    /// A pod of this Job was deleted by someone else (a DELETE of its object) at `now`: it
+    /// terminates like a pod the controller deletes. False when no such pod exists.
+    pub fn delete_pod(&mut self, uid: &str, now: Timestamp) -> bool {
+        let speed = self.cfg.speed;
+        let Some(p) = self.pods.iter_mut().find(|p| p.uid == uid) else {
+            return false;
+        };
+        p.delete(now, speed);
+        if !self.job_gone {
+            self.enqueue_batched(now);
+        }
+        true
+    }
+
+    /// The pod `old` is known by another UID from now on (the UID its API object was given), so the
+    /// UIDs the controller writes into `uncountedTerminatedPods` are the objects' UIDs.
+    pub fn set_pod_uid(&mut self, old: &str, new: &str) {
+        for p in &mut self.pods {
+            if p.uid == old {
+                p.uid = new.to_string();
+            }
+        }
     }
 
     /// The `.status` as last accepted.
@@ -308,7 +392,11 @@ impl JobSim {
     /// A sync cannot start while the previous one is still finishing (the queue never runs one key
     /// twice at once).
     fn sync_due(&self) -> Option<Timestamp> {
-        if self.cont.is_some() { None } else { self.due }
+        if self.cont.is_some() || self.job_gone {
+            None
+        } else {
+            self.due
+        }
     }
 
     /// The host moved on without rejecting the pending write: it was accepted.
@@ -349,7 +437,7 @@ impl JobSim {
         let new_generation = spec.generation != self.spec.generation;
         let newly_deleting = spec.deleting && !self.spec.deleting;
         self.spec = spec;
-        if newly_deleting {
+        if newly_deleting && !self.spec.orphaning {
             // The garbage collector deletes the Job's pods (Background or Foreground propagation).
             let speed = self.cfg.speed;
             for p in &mut self.pods {

@@ -53,6 +53,9 @@ pub(crate) struct JobSpec {
     pub uid: String,
     pub generation: i64,
     pub deleting: bool,
+    /// Deleted with `propagationPolicy: Orphan` (the `orphan` finalizer): the garbage collector
+    /// leaves the pods running.
+    pub orphaning: bool,
     pub managed_elsewhere: bool,
     pub completions: Option<i32>,
     pub parallelism: i32,
@@ -137,6 +140,7 @@ impl JobSpec {
             deleting: job
                 .pointer("/metadata/deletionTimestamp")
                 .is_some_and(|v| !v.is_null()),
+            orphaning: crate::json::finalizers(job).iter().any(|f| f == "orphan"),
             managed_elsewhere: is_managed_elsewhere(job),
             completions,
             parallelism,

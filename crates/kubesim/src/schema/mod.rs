@@ -70,6 +70,13 @@ static BUILTIN_KINDS: LazyLock<HashMap<String, TypeRef>> = LazyLock::new(|| {
                 ("status", &["spec"]),
                 ("finalize", &["status"]),
             ],
+            // podStrategy / podStatusStrategy (the status one also keeps deletionTimestamp and
+            // ownerReferences, which kubesim's status flow never takes from a client anyway).
+            "v1/Pod" => &[("", &["status"]), ("status", &["spec"])],
+            "v1/ResourceQuota" => &[("", &["status"]), ("status", &["spec"])],
+            "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" => {
+                &[("", &["status"]), ("status", &["spec"])]
+            }
             "apiextensions.k8s.io/v1/CustomResourceDefinition" => {
                 &[("", &["status"]), ("status", &["metadata", "spec"])]
             }

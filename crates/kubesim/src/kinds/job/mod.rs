@@ -189,13 +189,18 @@ fn each_mut(v: Option<&mut Value>) -> impl Iterator<Item = &mut Value> {
 
 /// Every `resource.Quantity` in a Job's pod template, decoded the way the codec does.
 fn canonicalize_quantities(job: &mut Value) -> Result<(), quantity::QuantityError> {
-    let Some(pod) = job
+    match job
         .get_mut("spec")
         .and_then(|s| s.get_mut("template"))
         .and_then(|t| t.get_mut("spec"))
-    else {
-        return Ok(());
-    };
+    {
+        Some(pod) => canonicalize_pod_spec_quantities(pod),
+        None => Ok(()),
+    }
+}
+
+/// Every `resource.Quantity` in a pod spec (a Job's template or a Pod), decoded the way the codec does.
+pub fn canonicalize_pod_spec_quantities(pod: &mut Value) -> Result<(), quantity::QuantityError> {
     for list in ["initContainers", "containers"] {
         for c in each_mut(pod.get_mut(list)) {
             if let Some(r) = c.get_mut("resources") {

@@ -1,0 +1,340 @@
+//! The Pod objects of a Job's simulated pods: the Job controller's, the kubelet's and the garbage
+//! collector's writes, made through the request flow (so they are validated, watched and listed
+//! like any client's). `jobctl::JobSim` stays the model; this module projects its pods onto objects
+//! after every step of the simulation, before the Job status write that reflects them:
+//!
+//! | when the simulated pod ... | write | as |
+//! |---|---|---|
+//! | is created | `POST pods` (shape in `podshape`) | `kube-controller-manager` (job controller) |
+//! | changes state | `PUT pods/<p>/status` | `kubelet` |
+//! | is deleted by the controller or the GC | `DELETE` (graceful, the pod's grace period) | `kube-controller-manager` |
+//! | loses its tracking finalizer | `PUT pods/<p>` without `batch.kubernetes.io/job-tracking` | `kube-controller-manager` |
+//! | is orphaned (Job deleted with Orphan propagation) | `PUT pods/<p>` without ownerReferences | `kube-controller-manager` (GC) |
+//! | has stopped and is removed | `DELETE` with `gracePeriodSeconds: 0` | `kubelet` |
+//!
+//! A pod object deleted by someone else is deleted in the model too (`JobSim::delete_pod`); a pod
+//! object that cannot be created (a quota, a policy) is logged and left out of the model's
+//! projection (the model still counts it).
+
+use std::collections::{HashMap, HashSet};
+
+use jiff::Timestamp;
+use serde_json::Value;
+
+use super::podshape::{new_pod, pod_status};
+use super::{CONTROLLER_MANAGER, decoded, obj_key, write_opts};
+use crate::api::{Api, DeleteOpts, ObjOut, Part, Served};
+use crate::jobctl::{JobSim, PodInfo};
+use crate::json::{is_deleting, meta_str};
+use crate::kinds::pod::TRACKING_FINALIZER;
+
+/// Field manager of the simulated kubelet's status writes.
+pub const KUBELET: &str = "kubelet";
+const CONFLICT_RETRIES: usize = 8;
+
+/// What the host knows of one pod object.
+#[derive(Debug, Clone)]
+struct Known {
+    name: String,
+    /// The last status written.
+    status: Value,
+    finalizer: bool,
+    owned: bool,
+    delete_sent: bool,
+    /// The object could not be created, or vanished: nothing more is written for it.
+    dead: bool,
+}
+
+/// The objects of one Job's pods.
+#[derive(Debug, Default)]
+pub(super) struct PodObjects {
+    known: HashMap<String, Known>,
+}
+
+/// Where pod objects are written.
+pub(super) struct PodCtx<'a> {
+    pub api: &'a Api,
+    pub served: &'a Served,
+}
+
+fn uid_of(w: &ObjOut) -> String {
+    match w {
+        ObjOut::Stored(st) => meta_str(&st.value(), "uid").to_string(),
+        ObjOut::Value(v) => meta_str(v, "uid").to_string(),
+    }
+}
+
+impl PodObjects {
+    /// Brings the objects in line with the simulation (see the module table).
+    pub(super) fn sync(&mut self, cx: &PodCtx<'_>, job: &Value, sim: &mut JobSim, now: Timestamp) {
+        let ns = meta_str(job, "namespace").to_string();
+        let orphaned = sim.job_gone && sim.spec.orphaning;
+        let mut present = HashSet::new();
+        for mut info in sim.pods() {
+            if !self.known.contains_key(&info.uid) {
+                match self.create(cx, job, &ns, &info) {
+                    Some(uid) => {
+                        sim.set_pod_uid(&info.uid, &uid);
+                        info.uid = uid;
+                    }
+                    None => {
+                        present.insert(info.uid.clone());
+                        continue;
+                    }
+                }
+            }
+            present.insert(info.uid.clone());
+            self.update(cx, &ns, &info, sim, orphaned, now);
+        }
+        let gone: Vec<String> = self
+            .known
+            .keys()
+            .filter(|u| !present.contains(*u))
+            .cloned()
+            .collect();
+        for uid in gone {
+            if let Some(k) = self.known.remove(&uid)
+                && !k.dead
+            {
+                if k.finalizer {
+                    edit_meta(cx, &ns, &k.name, &uid, drop_finalizer);
+                }
+                let d = DeleteOpts {
+                    grace_period: Some(0),
+                    precondition_uid: Some(uid.clone()),
+                    ..DeleteOpts::default()
+                };
+                if let Err(e) = cx.api.delete(cx.served, &ns, &k.name, &d)
+                    && e.code != 404
+                    && e.code != 409
+                {
+                    tracing::warn!(controller = "job", pod = %obj_key(&ns, &k.name), code = e.code, error = %e.message, "removing a stopped pod failed");
+                }
+            }
+        }
+    }
+
+    /// The objects of pods that no longer exist in the model, forgotten.
+    pub(super) fn is_empty(&self) -> bool {
+        self.known.is_empty()
+    }
+
+    fn create(&mut self, cx: &PodCtx<'_>, job: &Value, ns: &str, info: &PodInfo) -> Option<String> {
+        let body = new_pod(job, info);
+        let made = decoded(cx.served, body).and_then(|obj| {
+            cx.api
+                .create(cx.served, ns, obj, &write_opts(CONTROLLER_MANAGER))
+        });
+        match made {
+            Ok(w) => {
+                let uid = uid_of(&w.obj);
+                self.known.insert(
+                    uid.clone(),
+                    Known {
+                        name: info.name.clone(),
+                        status: Value::Null,
+                        finalizer: true,
+                        owned: true,
+                        delete_sent: false,
+                        dead: false,
+                    },
+                );
+                Some(uid)
+            }
+            Err(e) => {
+                tracing::warn!(controller = "job", pod = %obj_key(ns, &info.name), code = e.code, error = %e.message, "creating the pod object failed; the pod runs in the model only");
+                self.known.insert(
+                    info.uid.clone(),
+                    Known {
+                        name: info.name.clone(),
+                        status: Value::Null,
+                        finalizer: false,
+                        owned: false,
+                        delete_sent: true,
+                        dead: true,
+                    },
+                );
+                None
+            }
+        }
+    }
+
+    fn update(
+        &mut self,
+        cx: &PodCtx<'_>,
+        ns: &str,
+        info: &PodInfo,
+        sim: &mut JobSim,
+        orphaned: bool,
+        now: Timestamp,
+    ) {
+        let Some(k) = self.known.get_mut(&info.uid) else {
+            return;
+        };
+        if k.dead {
+            return;
+        }
+        let Some(cur) = cx.api.store.get(&cx.served.table, ns, &k.name) else {
+            // Removed behind our back (a force delete): the pod stops in the model too.
+            k.dead = true;
+            sim.delete_pod(&info.uid, now);
+            return;
+        };
+        let obj = cur.value();
+        if meta_str(&obj, "uid") != info.uid {
+            k.dead = true;
+            return;
+        }
+        if is_deleting(&obj) && info.deleted_at.is_none() {
+            // Someone deleted the object: the pod terminates like one the controller deletes.
+            k.delete_sent = true;
+            sim.delete_pod(&info.uid, now);
+            return;
+        }
+        let status = pod_status(&obj, info);
+        if status != k.status {
+            write_status(cx, ns, &k.name, &info.uid, &status);
+            k.status = status;
+        }
+        if info.deleted_at.is_some() && !k.delete_sent {
+            k.delete_sent = true;
+            let d = DeleteOpts {
+                propagation: Some("Background".into()),
+                precondition_uid: Some(info.uid.clone()),
+                ..DeleteOpts::default()
+            };
+            if let Err(e) = cx.api.delete(cx.served, ns, &k.name, &d)
+                && e.code != 404
+            {
+                tracing::warn!(controller = "job", pod = %obj_key(ns, &k.name), code = e.code, error = %e.message, "deleting a pod failed");
+            }
+        }
+        if k.finalizer && !info.tracking_finalizer {
+            k.finalizer = false;
+            edit_meta(cx, ns, &k.name, &info.uid, drop_finalizer);
+        }
+        if orphaned && k.owned {
+            k.owned = false;
+            edit_meta(cx, ns, &k.name, &info.uid, |m| {
+                m.remove("ownerReferences").is_some()
+            });
+        }
+    }
+}
+
+fn drop_finalizer(m: &mut serde_json::Map<String, Value>) -> bool {
+    let Some(f) = m.get_mut("finalizers").and_then(Value::as_array_mut) else {
+        return false;
+    };
+    let before = f.len();
+    f.retain(|x| x != TRACKING_FINALIZER);
+    let changed = f.len() != before;
+    if f.is_empty() {
+        m.remove("finalizers");
+    }
+    changed
+}
+
+/// Re-reads the pod, applies `change` to its metadata and writes it (retrying conflicts).
+fn edit_meta(
+    cx: &PodCtx<'_>,
+    ns: &str,
+    name: &str,
+    uid: &str,
+    change: impl Fn(&mut serde_json::Map<String, Value>) -> bool,
+) {
+    let opts = write_opts(CONTROLLER_MANAGER);
+    for _ in 0..CONFLICT_RETRIES {
+        let Some(cur) = cx.api.store.get(&cx.served.table, ns, name) else {
+            return;
+        };
+        let mut obj = cx.api.served_value(cx.served, &cur);
+        if meta_str(&obj, "uid") != uid {
+            return;
+        }
+        let changed = obj
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .is_some_and(&change);
+        if !changed {
+            return;
+        }
+        let obj = match decoded(cx.served, obj) {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(controller = "job", pod = %obj_key(ns, name), error = %e.message, "pod does not decode");
+                return;
+            }
+        };
+        match cx.api.update(cx.served, ns, name, obj, Part::Main, &opts) {
+            Ok(_) => return,
+            Err(e) if e.code == 409 => continue,
+            Err(e) if e.code == 404 => return,
+            Err(e) => {
+                tracing::warn!(controller = "job", pod = %obj_key(ns, name), code = e.code, error = %e.message, "updating a pod failed");
+                return;
+            }
+        }
+    }
+}
+
+/// `PUT pods/<name>/status` as the kubelet.
+fn write_status(cx: &PodCtx<'_>, ns: &str, name: &str, uid: &str, status: &Value) {
+    let opts = write_opts(KUBELET);
+    for _ in 0..CONFLICT_RETRIES {
+        let Some(cur) = cx.api.store.get(&cx.served.table, ns, name) else {
+            return;
+        };
+        let mut obj = cx.api.served_value(cx.served, &cur);
+        if meta_str(&obj, "uid") != uid {
+            return;
+        }
+        if let Value::Object(m) = &mut obj {
+            m.insert("status".into(), status.clone());
+        }
+        let obj = match decoded(cx.served, obj) {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(controller = "kubelet", pod = %obj_key(ns, name), error = %e.message, "pod status does not decode");
+                return;
+            }
+        };
+        match cx.api.update(cx.served, ns, name, obj, Part::Status, &opts) {
+            Ok(_) => return,
+            Err(e) if e.code == 409 => continue,
+            Err(e) if e.code == 404 => return,
+            Err(e) => {
+                tracing::warn!(controller = "kubelet", pod = %obj_key(ns, name), code = e.code, error = %e.message, "pod status update rejected");
+                return;
+            }
+        }
+    }
+}
+
+/// The Job whose simulation a pod belongs to: the UID of its controller owner, or (an orphan has
+/// none) of its `batch.kubernetes.io/controller-uid` label.
+pub(super) fn controller_uid(pod: &Value) -> Option<String> {
+    pod.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .and_then(|refs| {
+            refs.iter()
+                .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+        })
+        .and_then(|r| r.get("uid")?.as_str().map(str::to_string))
+        .or_else(|| {
+            crate::json::get_str(
+                pod,
+                &[
+                    "metadata",
+                    "labels",
+                    crate::kinds::job::CONTROLLER_UID_LABEL,
+                ],
+            )
+            .map(str::to_string)
+        })
+}
+
+/// Whether an event on a pod object needs the owning Job's simulation to look at it (a deletion).
+pub(super) fn wants_attention(pod: &Value, deleted: bool) -> bool {
+    deleted || is_deleting(pod)
+}
