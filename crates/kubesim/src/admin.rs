@@ -12,6 +12,11 @@
 //! | POST | `/tokens` | `{"token":"t","user":"u","rules":{"allow":[…],"deny":[…]}}` (rules default: everything) |
 //! | DELETE | `/tokens/<token>` | revoke a token |
 //! | GET | `/stats` | `{"requests":…,"objects":…,"resourceVersion":…}` |
+//! | GET | `/runs` | pod starts per origin UID and each start: `{"counts":{uid:n},"starts":[…]}` |
+//! | GET | `/creates?resource=jobs` | every object ever created (of that resource): `{"items":[…]}` |
+//! | POST | `/record/start` | start recording requests (see `crate::record`) |
+//! | GET | `/record` | the requests recorded so far: `{"items":[…]}` |
+//! | POST | `/record/stop` | stop recording; answers what was recorded |
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -66,6 +71,11 @@ fn reply(code: StatusCode, v: Value) -> Response<Full<Bytes>> {
 async fn handle(state: &ServerState, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    let resource = req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("resource="))
+            .map(str::to_string)
+    });
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return reply(StatusCode::BAD_REQUEST, json!({"error": e.to_string()})),
@@ -151,6 +161,29 @@ async fn handle(state: &ServerState, req: Request<Incoming>) -> Response<Full<By
                 json!({"revoked": removed}),
             )
         }
+        (Method::GET, "/runs") => reply(
+            StatusCode::OK,
+            json!({
+                "counts": state.api.instruments.pod_starts(),
+                "starts": state.api.instruments.pod_start_details(),
+            }),
+        ),
+        (Method::GET, "/creates") => reply(
+            StatusCode::OK,
+            json!({"items": state.api.instruments.creates(resource.as_deref())}),
+        ),
+        (Method::POST, "/record/start") => {
+            state.recorded.start();
+            reply(StatusCode::OK, json!({"recording": true}))
+        }
+        (Method::GET, "/record") => reply(
+            StatusCode::OK,
+            json!({"recording": state.recorded.is_on(), "items": state.recorded.snapshot()}),
+        ),
+        (Method::POST, "/record/stop") => reply(
+            StatusCode::OK,
+            json!({"recording": false, "items": state.recorded.stop()}),
+        ),
         (Method::GET, "/stats") => reply(
             StatusCode::OK,
             json!({

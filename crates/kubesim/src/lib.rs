@@ -10,6 +10,7 @@ pub mod errors;
 pub mod faults;
 pub mod gojson;
 pub mod http;
+pub mod instrument;
 pub mod jobctl;
 pub mod json;
 pub mod kinds;

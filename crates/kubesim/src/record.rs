@@ -1,25 +1,50 @@
 //! Optional recording of the resource requests a server receives, for tests that check which API
-//! calls a client really makes (e.g. that Courier's table of API calls, and so its RBAC, is complete).
-//! Off by default; while off it costs one uncontended lock per request.
+//! calls a client really makes (e.g. that Courier's table of API calls, and so its RBAC, is complete),
+//! which client identity wrote what (a standby replica made no write), and in which order (a mirror
+//! deleted before the origin's finalizer was released). Each request is recorded when it is
+//! answered, with its status code, a sequence number (monotonic across the server's life) and the
+//! time. Off by default; while off it costs one uncontended lock per request. Library:
+//! `Sim::record_requests` / `Sim::recorded_requests`; admin: `POST /record/start`, `GET /record`,
+//! `POST /record/stop`.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
 
 use crate::kinds::ssar::AccessAttributes;
 
-/// One resource request as the authorizer saw it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One resource request as the authorizer saw it, and how it was answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RecordedRequest {
+    /// Order of answering, from 1, never reused while the server runs.
+    pub seq: u64,
+    /// When it was answered (RFC 3339, nanoseconds).
+    pub time: String,
     /// The authenticated user's name.
     pub user: String,
     /// Verb, group, resource, subresource, namespace and name.
+    #[serde(flatten)]
     pub attributes: AccessAttributes,
     /// Whether the authorizer allowed it (denied requests are recorded too).
     pub allowed: bool,
+    /// The HTTP status code of the answer (a watch: when it started).
+    pub code: u16,
+}
+
+impl RecordedRequest {
+    /// Whether it changed something (or tried to): create, update, patch, delete, deletecollection.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self.attributes.verb.as_str(),
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        )
+    }
 }
 
 /// The recording: `None` while off.
 #[derive(Debug, Default)]
-pub struct RequestLog(Mutex<Option<Vec<RecordedRequest>>>);
+pub struct RequestLog(Mutex<Option<Vec<RecordedRequest>>>, AtomicU64);
 
 impl RequestLog {
     /// Starts recording (keeps what was recorded so far).
@@ -37,12 +62,26 @@ impl RequestLog {
         self.lock().clone().unwrap_or_default()
     }
 
-    pub(crate) fn record(&self, user: &str, attributes: &AccessAttributes, allowed: bool) {
+    /// Whether recording is on (callers skip building a record otherwise).
+    pub fn is_on(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    pub(crate) fn record(
+        &self,
+        user: &str,
+        attributes: &AccessAttributes,
+        allowed: bool,
+        code: u16,
+    ) {
         if let Some(log) = self.lock().as_mut() {
             log.push(RecordedRequest {
+                seq: self.1.fetch_add(1, Ordering::Relaxed) + 1,
+                time: crate::time::format_nano(jiff::Timestamp::now()),
                 user: user.to_string(),
                 attributes: attributes.clone(),
                 allowed,
+                code,
             });
         }
     }
@@ -68,17 +107,19 @@ mod tests {
     #[test]
     fn records_only_while_started() {
         let log = RequestLog::default();
-        log.record("u", &attrs("get"), true);
+        log.record("u", &attrs("get"), true, 200);
         assert!(log.snapshot().is_empty(), "off by default");
         log.start();
-        log.record("u", &attrs("list"), true);
-        log.record("v", &attrs("delete"), false);
+        log.record("u", &attrs("list"), true, 200);
+        log.record("v", &attrs("delete"), false, 403);
         let seen = log.snapshot();
         assert_eq!(seen.len(), 2);
         assert_eq!(seen[0].attributes.verb, "list");
         assert_eq!((seen[1].user.as_str(), seen[1].allowed), ("v", false));
+        assert_eq!((seen[0].seq, seen[1].seq, seen[1].code), (1, 2, 403));
+        assert!(seen[1].is_write() && !seen[0].is_write());
         assert_eq!(log.stop(), seen);
-        log.record("u", &attrs("watch"), true);
+        log.record("u", &attrs("watch"), true, 200);
         assert!(log.stop().is_empty(), "stopped");
     }
 }

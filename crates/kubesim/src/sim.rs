@@ -260,6 +260,28 @@ impl Sim {
         self.state.recorded.snapshot()
     }
 
+    /// Stops recording and returns what was recorded.
+    pub fn stop_recording(&self) -> Vec<crate::record::RecordedRequest> {
+        self.state.recorded.stop()
+    }
+
+    /// Simulated pod starts per origin UID (`courier.dev/origin-uid` of the pod's Job), over the
+    /// instance's whole life, Jobs since deleted included.
+    pub fn pod_starts(&self) -> std::collections::BTreeMap<String, u64> {
+        self.state.api.instruments.pod_starts()
+    }
+
+    /// Every counted pod start (origin UID, epoch label, Job, pod, index, time), in order.
+    pub fn pod_start_details(&self) -> Vec<crate::instrument::PodStart> {
+        self.state.api.instruments.pod_start_details()
+    }
+
+    /// Every object created so far (of `resource` when given: `jobs`, `pods`,
+    /// `leases.coordination.k8s.io`), in order.
+    pub fn creates(&self, resource: Option<&str>) -> Vec<crate::instrument::Created> {
+        self.state.api.instruments.creates(resource)
+    }
+
     pub fn shutdown(&self) {
         self.shutdown.cancel();
     }

@@ -12,6 +12,11 @@ pub fn format_micro(ts: Timestamp) -> String {
     ts.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
 }
 
+/// RFC 3339 with nanoseconds (log and record times).
+pub fn format_nano(ts: Timestamp) -> String {
+    ts.strftime("%Y-%m-%dT%H:%M:%S%.9fZ").to_string()
+}
+
 pub fn now_string() -> String {
     format(Timestamp::now())
 }

@@ -42,6 +42,8 @@ pub struct WriteOpts {
     pub force: bool,
     /// Whether a `force` parameter was present at all (it is only allowed with apply).
     pub force_given: bool,
+    /// The authenticated user (HTTP requests) or the in-process component's identity.
+    pub user: Option<String>,
 }
 
 /// Which part of an object a write addresses.
@@ -101,6 +103,8 @@ pub struct ListPage {
 pub struct Api {
     pub store: Arc<Store>,
     pub registry: Registry,
+    /// Pod starts and the create log (see `crate::instrument`).
+    pub instruments: crate::instrument::Instruments,
 }
 
 const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -136,7 +140,11 @@ fn same_content(a: &Value, b: &Value) -> bool {
 
 impl Api {
     pub fn new(store: Arc<Store>, registry: Registry) -> Self {
-        Self { store, registry }
+        Self {
+            store,
+            registry,
+            instruments: Default::default(),
+        }
     }
 
     /// The served form of a stored object, with `kind`/`apiVersion`.
@@ -287,6 +295,12 @@ impl Api {
             .store
             .put(&s.table, ns, &name, stored_form, Precondition::MustNotExist)
             .map_err(|_| ApiError::already_exists(&info.group, &info.plural, &name))?;
+        self.instruments.record_create(
+            &info.group,
+            &info.plural,
+            &st.value(),
+            o.user.as_deref().unwrap_or(&o.manager),
+        );
         Ok(Written {
             code: 201,
             obj: ObjOut::Stored(st),

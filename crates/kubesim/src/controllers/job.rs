@@ -14,6 +14,7 @@ use super::gc::GcNote;
 use super::pods::{PodCtx, PodObjects};
 use super::{CONTROLLER_MANAGER, Change, Follower, decoded, instant_at, obj_key, write_opts};
 use crate::api::{Api, Part, Served};
+use crate::instrument::{EPOCH_LABEL, ORIGIN_UID_LABEL, PodStart};
 use crate::jobctl::{JobSim, SimConfig};
 use crate::json::{is_deleting, meta_str};
 use crate::store::EventType;
@@ -34,6 +35,48 @@ struct Entry {
     /// The Job as last seen (its template shapes the pod objects); `Null` when pods are off.
     job: Value,
     objects: PodObjects,
+    /// `courier.dev/origin-uid` and `courier.dev/epoch` labels: its pod starts are counted.
+    origin: Option<(String, String)>,
+    /// Creation ordinals of the pods whose start was counted.
+    counted: HashSet<u32>,
+}
+
+/// The origin UID and epoch labels of a Job, when it has the first.
+fn origin_of(job: &Value) -> Option<(String, String)> {
+    let label = |k: &str| {
+        job.pointer("/metadata/labels")
+            .and_then(|l| l.get(k))
+            .and_then(Value::as_str)
+    };
+    let uid = label(ORIGIN_UID_LABEL)?;
+    Some((
+        uid.to_string(),
+        label(EPOCH_LABEL).unwrap_or("").to_string(),
+    ))
+}
+
+impl Entry {
+    /// Records the starts of pods not counted yet (a pod counts once, restarts included).
+    fn count_starts(&mut self, instruments: &crate::instrument::Instruments) {
+        let Some((uid, epoch)) = &self.origin else {
+            return;
+        };
+        for p in self.sim.pods() {
+            if let Some(at) = p.started_at
+                && self.counted.insert(p.ordinal)
+            {
+                instruments.record_start(PodStart {
+                    origin_uid: uid.clone(),
+                    epoch: epoch.clone(),
+                    namespace: self.ns.clone(),
+                    job: self.name.clone(),
+                    pod: p.name.clone(),
+                    index: p.index,
+                    time: crate::time::format_nano(at),
+                });
+            }
+        }
+    }
 }
 
 struct JobController {
@@ -226,6 +269,8 @@ impl JobController {
                             Value::Null
                         },
                         objects: PodObjects::default(),
+                        origin: origin_of(job),
+                        counted: HashSet::new(),
                     },
                 );
                 k
@@ -274,6 +319,7 @@ impl JobController {
         });
         let mut gone = false;
         while let Some(w) = e.sim.advance(now) {
+            e.count_starts(&self.api.instruments);
             // The pods' changes land before the Job status that counts them.
             if let Some(cx) = &pods {
                 e.objects.sync(cx, &e.job, &mut e.sim, now);
@@ -287,6 +333,7 @@ impl JobController {
                 }
             }
         }
+        e.count_starts(&self.api.instruments);
         if let Some(cx) = &pods {
             e.objects.sync(cx, &e.job, &mut e.sim, now);
             if gone && !e.sim.job_gone {

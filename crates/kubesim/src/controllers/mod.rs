@@ -242,9 +242,18 @@ pub(crate) fn obj_key(ns: &str, name: &str) -> String {
     }
 }
 
+/// Options of an in-process component's writes: its field manager, and the user it authenticates
+/// as on a real cluster.
 pub(crate) fn write_opts(manager: &str) -> WriteOpts {
+    let user = match manager {
+        CONTROLLER_MANAGER => "system:kube-controller-manager",
+        APISERVER => "system:apiserver",
+        pods::KUBELET => "system:node:kubesim-node",
+        other => other,
+    };
     WriteOpts {
         manager: manager.to_string(),
+        user: Some(user.to_string()),
         ..WriteOpts::default()
     }
 }

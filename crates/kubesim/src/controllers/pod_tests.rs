@@ -41,7 +41,7 @@ fn phases(pods: &[Value]) -> Vec<String> {
 /// Broken on purpose: without the completion-index label in `podshape::new_pod` it fails.
 #[tokio::test]
 async fn indexed_job_pods_have_the_controllers_shape_and_follow_the_job() {
-    let c = worker(20.0);
+    let c = worker(10.0);
     let api = &c.api;
     let j = create(
         api,
@@ -50,7 +50,7 @@ async fn indexed_job_pods_have_the_controllers_shape_and_follow_the_job() {
         job(
             "ix",
             json!({"completionMode": "Indexed", "completions": 2, "parallelism": 2}),
-            json!({"sim/run-seconds": "3"}),
+            json!({"sim/run-seconds": "6"}),
         ),
     )
     .unwrap();
@@ -162,9 +162,10 @@ async fn deleting_a_job_deletes_its_running_pods_gracefully_unless_orphaned() {
     // Terminating first: deletionTimestamp with the grace period, still Running.
     let terminating = eventually("terminating pods", WAIT, || {
         let p = of_job(api, "bg");
-        p.iter()
-            .all(|x| x["metadata"]["deletionTimestamp"].is_string())
-            .then_some(p)
+        (p.len() == 2
+            && p.iter()
+                .all(|x| x["metadata"]["deletionTimestamp"].is_string()))
+        .then_some(p)
     })
     .await;
     assert_eq!(terminating[0]["metadata"]["deletionGracePeriodSeconds"], 30);
@@ -190,12 +191,12 @@ async fn deleting_a_job_deletes_its_running_pods_gracefully_unless_orphaned() {
     .await;
     let orphans = eventually("orphans released", WAIT, || {
         let p = of_job(api, "orph");
-        p.iter()
-            .all(|x| {
+        (p.len() == 2
+            && p.iter().all(|x| {
                 x["metadata"].get("ownerReferences").is_none()
                     && x["metadata"].get("finalizers").is_none()
-            })
-            .then_some(p)
+            }))
+        .then_some(p)
     })
     .await;
     assert_eq!(

@@ -1057,7 +1057,8 @@ async fn many_jobs_run_on_one_timer_wheel() {
         create(api, JOBS, "default", job(&name, json!({}), ann)).unwrap();
     }
     let s = served(api, JOBS);
-    eventually("every Job complete", WAIT, || {
+    // Each Job also makes a Pod object and its status writes: a loaded machine needs the margin.
+    eventually("every Job complete", Duration::from_secs(30), || {
         let page = api.list(&s, Some("default"), &Default::default()).unwrap();
         let done = page
             .items

@@ -448,16 +448,36 @@ async fn resource_request(
         path: String::new(),
     };
     let decision = user.decide(&attrs);
-    state
-        .recorded
-        .record(&user.name, &attrs, decision.allowed());
     if !decision.allowed() {
+        state.recorded.record(&user.name, &attrs, false, 403);
         return Err(crate::kinds::ssar::forbidden_error(
             &user.name,
             &attrs,
             &decision.reason,
         ));
     }
+    let answer = authorized_request(state, user, req, t, q, verb).await;
+    if state.recorded.is_on() {
+        let code = match &answer {
+            Ok(r) => r.status().as_u16(),
+            Err(e) => e.code,
+        };
+        state.recorded.record(&user.name, &attrs, true, code);
+    }
+    answer
+}
+
+/// A resource request the authorizer allowed.
+async fn authorized_request(
+    state: &ServerState,
+    user: &User,
+    req: Request<Incoming>,
+    t: Target,
+    q: HashMap<String, String>,
+    verb: &str,
+) -> Result<Response<Body>, ApiError> {
+    let watch = verb == "watch";
+    let info = t.served.info().clone();
     if t.sub.as_deref() == Some("log") {
         return pod_log(state, req.method(), &t, &q).await;
     }
@@ -502,6 +522,7 @@ async fn resource_request(
         explicit_manager: q.contains_key("fieldManager"),
         force: is_true(&q, "force"),
         force_given: q.contains_key("force"),
+        user: Some(user.name.clone()),
     };
     let part = if t.sub.as_deref() == Some("status") {
         Part::Status

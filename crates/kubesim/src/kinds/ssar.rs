@@ -16,7 +16,7 @@ use crate::json::str_at;
 pub const GROUP: &str = "authorization.k8s.io";
 
 /// What a request asks to do, as the authorizer sees it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct AccessAttributes {
     /// get, list, watch, create, update, patch, delete, deletecollection (or a custom verb).
     pub verb: String,
@@ -30,6 +30,7 @@ pub struct AccessAttributes {
     /// Empty for collection requests.
     pub name: String,
     /// The URL path of a non-resource request (`/healthz`); empty for resource requests.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub path: String,
 }
 
