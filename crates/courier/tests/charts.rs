@@ -48,6 +48,8 @@ fn management_custom_values() -> Value {
         "credentials": {"allowExecPlugins": true, "allowFileReferences": true, "allowInsecureTLS": true},
         "serviceMonitor": {"enabled": true, "interval": "15s", "labels": {"release": "prom"}},
         "nodeSelector": {"kubernetes.io/os": "linux"},
+        "logFormat": "text",
+        "extraArgs": ["--identity=chart-test"],
     })
 }
 
