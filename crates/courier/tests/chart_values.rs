@@ -219,6 +219,14 @@ fn kube_version_constraints_match_the_documented_requirements() {
     assert!(floor(&chart_field("courier", "kubeVersion")) >= (1, 32));
 }
 
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 fn container(r: &Rendered) -> Value {
     r.one("Deployment")["spec"]["template"]["spec"]["containers"][0].clone()
 }
@@ -263,12 +271,7 @@ fn every_value_renders_where_it_should() {
         pod["metadata"]["labels"]["app.kubernetes.io/name"], "courier",
         "a pod label cannot take the selector's labels away"
     );
-    let args: Vec<&str> = c["args"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let args = strings(&c["args"]);
     assert_eq!(args.last(), Some(&"--identity=chart-test"), "{args:?}");
     assert!(
         args.contains(&"--log-format=text") && args.contains(&"--log=debug"),
@@ -320,12 +323,7 @@ fn every_value_renders_where_it_should() {
             chart_field("courier", "appVersion")
         )
     );
-    let args: Vec<&str> = c["args"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let args = strings(&c["args"]);
     assert!(args.contains(&"--log-format=json"), "{args:?}");
     assert!(r.one("Deployment")["spec"]["template"]["spec"]["priorityClassName"].is_null());
     let r = render(
