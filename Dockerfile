@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # The `courier` binary, statically linked against musl, in a distroless image that runs it as
 # non-root (65532). Build from the repository root:
-#   docker build -t courier:dev .
+#   docker build --build-arg COURIER_COMMIT="$(git rev-parse --short=12 HEAD)" -t courier:dev .
 # The same image is the controller (`courier run`, what charts/courier starts) and the CLI.
 # Builds for the architecture of the build host (amd64 or arm64).
 
@@ -15,6 +15,10 @@ RUN apt-get update \
  && rustup target add "$(uname -m)-unknown-linux-musl"
 WORKDIR /src
 COPY . .
+# The commit courier_build_info reports. The build context has no .git (.dockerignore), so pass it:
+#   docker build --build-arg COURIER_COMMIT="$(git rev-parse --short=12 HEAD)" -t courier:dev .
+# Without it the metric says commit="unknown". (A build argument is in the environment of RUN.)
+ARG COURIER_COMMIT=""
 # No debug info and stripped symbols: the image carries only what runs.
 ENV CARGO_PROFILE_RELEASE_DEBUG=0 \
     CARGO_PROFILE_RELEASE_STRIP=symbols

@@ -16,7 +16,8 @@
 //! - `origin`: the origin Job cache, the work queue's workers, reconcile and the actions it performs.
 //! - `gc`: periodic and on-reconnect sweeps of orphaned and stale mirrors.
 //! - `leader`: Lease-based leader election.
-//! - `metrics`, `http`: Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
+//! - [`metrics`] (public: its catalogue is checked against the docs and the chart's alerts and
+//!   dashboard), `http`: Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
 //! - `ui`: the read-only web view (`--ui-addr`).
 //! - [`api_calls`]: every API call the controller makes (rights probes, RBAC tests of the charts).
 //! - [`credentials`]: kubeconfig policy checks and client building (public: `courier cluster add`
@@ -38,7 +39,7 @@ mod gc;
 mod http;
 mod leader;
 mod locks;
-mod metrics;
+pub mod metrics;
 mod origin;
 mod queue;
 mod registry;

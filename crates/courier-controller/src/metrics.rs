@@ -1,30 +1,30 @@
 //! Prometheus metrics. Counters and histograms are updated where things happen; the gauges that
 //! describe caches (mirrors by cluster and state, cluster readiness, queue depth, leadership) are
 //! computed from the caches at scrape time, so they can never drift from what the controller sees.
+//! `courier_build_info` and the standard `process_*` families complete the set.
 //!
-//! | metric | labels |
-//! |---|---|
-//! | `courier_dispatch_total` | cluster, result (created, adopted, conflict, error) |
-//! | `courier_dispatch_duration_seconds` | cluster, result: origin creation -> first mirror created |
-//! | `courier_status_sync_duration_seconds` | cluster: mirror change seen -> origin status written |
-//! | `courier_status_sync_total` | cluster, result (ok, error) |
-//! | `courier_reconcile_total` | result (ok, error) |
-//! | `courier_reconcile_errors_total` | reason (conflict, not_found, timeout, unreachable, forbidden, ...) |
-//! | `courier_mirrors` | cluster, state (a `courier_core::phase` label: dispatched, running, suspended, finishing, complete, failed, deleting; or stale) |
-//! | `courier_cluster_ready` | cluster (1 Ready, 0 not) |
-//! | `courier_cluster_current_mirrors` | cluster (unfinished origins placed there) |
-//! | `courier_gc_deleted_total` | cluster, reason (origin_gone, origin_uid_differs, stale_epoch) |
-//! | `courier_origins` | - (managed origins cached) |
-//! | `courier_queue_depth` | - |
-//! | `courier_leader` | - (1 while this replica leads) |
+//! The catalogue of every family (name, type, labels, help) is [`Metrics::catalogue`]; the table in
+//! docs/operations.md is checked against it in both directions (crates/courier/tests/metrics_catalogue.rs),
+//! so a family added here must be added there too.
 
+mod process;
+
+use std::sync::Mutex;
+
+use prometheus::core::Collector;
+use prometheus::proto::MetricType;
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
 
+use process::ProcessCollector;
+pub use process::{ProcError, ProcStat};
+
+use crate::locks::MutexExt;
+
 pub struct Metrics {
-    registry: Registry,
+    registry: Families,
     pub dispatch_total: IntCounterVec,
     pub dispatch_seconds: HistogramVec,
     pub status_sync_seconds: HistogramVec,
@@ -35,6 +35,7 @@ pub struct Metrics {
     pub cluster_ready: IntGaugeVec,
     pub cluster_current_mirrors: IntGaugeVec,
     pub gc_deleted: IntCounterVec,
+    pub redispatches: IntCounterVec,
     pub origins: IntGauge,
     pub queue_depth: IntGauge,
     pub leader: IntGauge,
@@ -44,34 +45,62 @@ const LATENCY_BUCKETS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
 
-fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+/// The registry, plus every collector registered in it: a family with no sample yet is absent from
+/// a scrape but present in the [catalogue](Metrics::catalogue).
+struct Families {
+    registry: Registry,
+    collectors: Mutex<Vec<Box<dyn Collector>>>,
+}
+
+impl Families {
+    fn new() -> Self {
+        Self {
+            registry: Registry::new(),
+            collectors: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn add<C: Collector + Clone + 'static>(&self, c: &C) {
+        let name = c
+            .desc()
+            .first()
+            .map(|d| d.fq_name.clone())
+            .unwrap_or_default();
+        // Names are unique constants; a duplicate is a programming error the unit tests catch.
+        if let Err(e) = self.registry.register(Box::new(c.clone())) {
+            panic!("metric {name} cannot be registered: {e}");
+        }
+        self.collectors.lock_or_recover().push(Box::new(c.clone()));
+    }
+}
+
+fn counter(r: &Families, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let c = IntCounterVec::new(Opts::new(name, help), labels)
         .unwrap_or_else(|e| panic!("metric {name} is malformed: {e}"));
-    // Names are unique constants: registration cannot collide.
-    let _ = r.register(Box::new(c.clone()));
+    r.add(&c);
     c
 }
 
-fn gauge_vec(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+fn gauge_vec(r: &Families, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     let g = IntGaugeVec::new(Opts::new(name, help), labels)
         .unwrap_or_else(|e| panic!("metric {name} is malformed: {e}"));
-    let _ = r.register(Box::new(g.clone()));
+    r.add(&g);
     g
 }
 
-fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
+fn gauge(r: &Families, name: &str, help: &str) -> IntGauge {
     let g = IntGauge::new(name, help).unwrap_or_else(|e| panic!("metric {name} is malformed: {e}"));
-    let _ = r.register(Box::new(g.clone()));
+    r.add(&g);
     g
 }
 
-fn histogram(r: &Registry, name: &str, help: &str, labels: &[&str]) -> HistogramVec {
+fn histogram(r: &Families, name: &str, help: &str, labels: &[&str]) -> HistogramVec {
     let h = HistogramVec::new(
         HistogramOpts::new(name, help).buckets(LATENCY_BUCKETS.to_vec()),
         labels,
     )
     .unwrap_or_else(|e| panic!("metric {name} is malformed: {e}"));
-    let _ = r.register(Box::new(h.clone()));
+    r.add(&h);
     h
 }
 
@@ -85,7 +114,9 @@ impl Metrics {
     /// The metric definitions are constants; a malformed one is a programming error caught by the
     /// unit test below, hence the panics in the helpers.
     pub fn new() -> Self {
-        let r = Registry::new();
+        let r = Families::new();
+        build_info(&r);
+        r.add(&ProcessCollector::new());
         Self {
             dispatch_total: counter(
                 &r,
@@ -147,6 +178,12 @@ impl Metrics {
                 "Mirrors deleted by garbage collection by cluster and reason.",
                 &["cluster", "reason"],
             ),
+            redispatches: counter(
+                &r,
+                "courier_redispatch_total",
+                "Mirrors created for a re-dispatch (epoch 2 and later) by the cluster they landed on.",
+                &["cluster"],
+            ),
             origins: gauge(&r, "courier_origins", "Managed origin Jobs in the cache."),
             queue_depth: gauge(
                 &r,
@@ -169,11 +206,115 @@ impl Metrics {
 
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
-        let families = self.registry.gather();
+        let families = self.registry.registry.gather();
         if TextEncoder::new().encode(&families, &mut buf).is_err() {
             return String::new();
         }
         String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+/// The version of this build (the workspace version).
+pub const BUILD_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The commit of this build: `$COURIER_COMMIT` at build time, else `git rev-parse --short=12 HEAD`,
+/// else `unknown` (see build.rs).
+pub const BUILD_COMMIT: &str = env!("COURIER_BUILD_COMMIT");
+
+/// `courier_build_info{version,commit} 1`: which build runs, for joins and upgrade dashboards.
+fn build_info(r: &Families) {
+    gauge_vec(
+        r,
+        "courier_build_info",
+        "Always 1; its labels name the version and commit of the running build.",
+        &["version", "commit"],
+    )
+    .with_label_values(&[BUILD_VERSION, BUILD_COMMIT])
+    .set(1);
+}
+
+/// How Prometheus types a family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+    Summary,
+    Untyped,
+}
+
+impl Kind {
+    /// The word of the exposition format's `# TYPE` line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+            Kind::Summary => "summary",
+            Kind::Untyped => "untyped",
+        }
+    }
+
+    fn of(t: MetricType) -> Self {
+        match t {
+            MetricType::COUNTER => Kind::Counter,
+            MetricType::GAUGE => Kind::Gauge,
+            MetricType::HISTOGRAM => Kind::Histogram,
+            MetricType::SUMMARY => Kind::Summary,
+            MetricType::UNTYPED => Kind::Untyped,
+        }
+    }
+}
+
+/// One metric family of the catalogue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Family {
+    pub name: String,
+    pub kind: Kind,
+    /// Label names, in declaration order.
+    pub labels: Vec<String>,
+    pub help: String,
+}
+
+impl Family {
+    /// The series names a scrape shows for this family: a histogram's `_bucket`, `_sum` and
+    /// `_count`, a summary's samples plus `_sum` and `_count`, otherwise the name itself.
+    pub fn series(&self) -> Vec<String> {
+        let suffixed = |s: &[&str]| s.iter().map(|x| format!("{}{x}", self.name)).collect();
+        match self.kind {
+            Kind::Histogram => suffixed(&["_bucket", "_sum", "_count"]),
+            Kind::Summary => suffixed(&["", "_sum", "_count"]),
+            _ => vec![self.name.clone()],
+        }
+    }
+}
+
+impl Metrics {
+    /// Every family this controller can expose, sorted by name, whether or not it has a sample yet
+    /// (a labelled family appears in a scrape only once some label set was used).
+    pub fn catalogue(&self) -> Vec<Family> {
+        let collectors = self.registry.collectors.lock_or_recover();
+        let mut out = Vec::new();
+        for c in collectors.iter() {
+            let descs = c.desc();
+            for mf in c.collect() {
+                let labels = descs
+                    .iter()
+                    .find(|d| d.fq_name == mf.name())
+                    .map(|d| {
+                        let constant = d.const_label_pairs.iter().map(|p| p.name().to_string());
+                        d.variable_labels.iter().cloned().chain(constant).collect()
+                    })
+                    .unwrap_or_default();
+                out.push(Family {
+                    name: mf.name().to_string(),
+                    kind: Kind::of(mf.get_field_type()),
+                    labels,
+                    help: mf.help().to_string(),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
     }
 }
 
@@ -229,5 +370,81 @@ mod tests {
         }
         m.forget_cluster("w1");
         assert!(!m.render().contains("courier_cluster_ready{"));
+    }
+
+    #[test]
+    fn build_info_is_always_rendered_with_version_and_commit() {
+        let text = Metrics::new().render();
+        let line = format!(
+            "courier_build_info{{commit=\"{BUILD_COMMIT}\",version=\"{BUILD_VERSION}\"}} 1"
+        );
+        assert!(text.contains(&line), "{line} missing:\n{text}");
+        assert!(!BUILD_COMMIT.is_empty() && !BUILD_VERSION.is_empty());
+    }
+
+    /// The catalogue lists families before they have samples, with their type and labels, and a
+    /// scrape shows exactly the catalogue's series once every family has one.
+    /// (Checked by breaking it: dropping `r.add` from `gauge` loses courier_leader here.)
+    #[test]
+    fn catalogue_lists_every_family_a_scrape_can_show() {
+        let m = Metrics::new();
+        let cat = m.catalogue();
+        let find = |n: &str| {
+            cat.iter()
+                .find(|f| f.name == n)
+                .unwrap_or_else(|| panic!("{n} not in the catalogue: {cat:#?}"))
+        };
+        let d = find("courier_dispatch_duration_seconds");
+        assert_eq!(
+            (d.kind, d.labels.clone()),
+            (Kind::Histogram, vec!["cluster".into(), "result".into()])
+        );
+        assert_eq!(
+            d.series(),
+            [
+                "courier_dispatch_duration_seconds_bucket",
+                "courier_dispatch_duration_seconds_sum",
+                "courier_dispatch_duration_seconds_count"
+            ]
+        );
+        assert_eq!(find("courier_redispatch_total").kind, Kind::Counter);
+        assert_eq!(find("courier_leader").kind, Kind::Gauge);
+        assert_eq!(find("process_cpu_seconds_total").kind, Kind::Counter);
+        assert_eq!(find("courier_build_info").labels, ["version", "commit"]);
+        let mut names: Vec<&str> = cat.iter().map(|f| f.name.as_str()).collect();
+        names.dedup();
+        assert_eq!(names.len(), cat.len(), "unique names");
+
+        // Give every labelled family a sample through the public fields, then compare the
+        // scrape's `# TYPE` lines with the catalogue.
+        m.dispatch_total.with_label_values(&["w1", "created"]).inc();
+        m.dispatch_seconds
+            .with_label_values(&["w1", "created"])
+            .observe(0.1);
+        m.status_sync_seconds
+            .with_label_values(&["w1"])
+            .observe(0.1);
+        m.status_sync_total.with_label_values(&["w1", "ok"]).inc();
+        m.reconcile_total.with_label_values(&["ok"]).inc();
+        m.reconcile_errors.with_label_values(&["conflict"]).inc();
+        m.mirrors.with_label_values(&["w1", STALE]).set(1);
+        m.cluster_ready.with_label_values(&["w1"]).set(1);
+        m.cluster_current_mirrors.with_label_values(&["w1"]).set(1);
+        m.gc_deleted.with_label_values(&["w1", "stale_epoch"]).inc();
+        m.redispatches.with_label_values(&["w1"]).inc();
+        let text = m.render();
+        let mut typed: Vec<(String, String)> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_once(' '))
+            .map(|(n, k)| (n.to_string(), k.to_string()))
+            .collect();
+        typed.sort();
+        let want: Vec<(String, String)> = cat
+            .iter()
+            .filter(|f| cfg!(target_os = "linux") || !f.name.starts_with("process_"))
+            .map(|f| (f.name.clone(), f.kind.as_str().to_string()))
+            .collect();
+        assert_eq!(typed, want, "{text}");
     }
 }

@@ -13,6 +13,7 @@ mod demo;
 mod jobs;
 mod kubeconfig;
 mod local;
+mod logging;
 mod management;
 mod output;
 mod run;
@@ -40,6 +41,16 @@ pub struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `courier_controller=debug`.
     #[arg(long, global = true, env = "COURIER_LOG")]
     log: Option<String>,
+    /// Log format on standard error: `text` (colours only on a terminal) or `json` (one object per
+    /// line: timestamp, level, target, message, fields, spans).
+    #[arg(
+        long,
+        global = true,
+        env = "COURIER_LOG_FORMAT",
+        value_enum,
+        default_value_t
+    )]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -72,14 +83,6 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
-fn init_logging(filter: Option<&str>, default: &str) {
-    let filter = filter.unwrap_or(default);
-    let env_filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(env_filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 /// Prints the WorkerCluster CRD as YAML.
@@ -101,7 +104,7 @@ fn main() -> ExitCode {
         Command::Sandbox(_) => "warn,courier_controller=info",
         _ => "warn",
     };
-    init_logging(cli.log.as_deref(), default_log);
+    logging::init(cli.log.as_deref(), default_log, cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

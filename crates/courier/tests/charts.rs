@@ -12,7 +12,6 @@
 //! Python 3 with helm-python-sdk is required (`.ci/run` installs it); without it these tests fail.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -22,120 +21,8 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kubesim::kinds::ssar::{AccessAttributes, Rule, RuleSet};
 use serde_json::{Value, json};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// One chart rendered: its manifests (template path, document), CRD files, and NOTES.txt.
-struct Rendered {
-    docs: Vec<(String, Value)>,
-    crds: Vec<(String, String)>,
-    notes: String,
-}
-
-impl Rendered {
-    fn of_kind(&self, kind: &str) -> Vec<&Value> {
-        self.docs
-            .iter()
-            .map(|(_, d)| d)
-            .filter(|d| d["kind"] == kind)
-            .collect()
-    }
-
-    fn one(&self, kind: &str) -> &Value {
-        match self.of_kind(kind).as_slice() {
-            [d] => d,
-            other => panic!("expected exactly one {kind}, found {}", other.len()),
-        }
-    }
-}
-
-/// Runs charts/render.py: the parsed JSON it prints, or Helm's error (bad values, template errors).
-fn try_render(
-    chart: &str,
-    release: &str,
-    namespace: &str,
-    values: &Value,
-) -> Result<Value, String> {
-    let script = repo().join("charts/render.py");
-    assert!(
-        script.is_file(),
-        "the chart renderer {} is missing",
-        script.display()
-    );
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(repo().join("charts").join(chart))
-        .args([release, namespace, &values.to_string()])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run python3 ({e}): the chart tests need Python 3 with the Helm v4 library \
-                 (`python3 -m pip install helm-python-sdk`; .ci/run installs it)"
-            )
-        });
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    match out.status.code() {
-        Some(0) => Ok(serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("charts/render.py printed no JSON ({e}): {stderr}"))),
-        Some(1) => Err(stderr.into_owned()),
-        Some(3) => panic!(
-            "the Helm v4 Python library is missing, so the charts cannot be rendered: {stderr}"
-        ),
-        _ => panic!("charts/render.py failed ({}): {stderr}", out.status),
-    }
-}
-
-fn render(chart: &str, release: &str, namespace: &str, values: &Value) -> Rendered {
-    let parsed = try_render(chart, release, namespace, values)
-        .unwrap_or_else(|e| panic!("rendering {chart} with {values} failed: {e}"));
-    let mut docs = Vec::new();
-    let mut notes = String::new();
-    let templates = parsed["templates"]
-        .as_object()
-        .unwrap_or_else(|| panic!("no templates in {parsed}"));
-    for (path, text) in templates {
-        let text = text.as_str().unwrap_or_default();
-        if path.ends_with("NOTES.txt") {
-            notes = text.to_string();
-            continue;
-        }
-        let parsed: Vec<Value> = serde_saphyr::from_multiple(text)
-            .unwrap_or_else(|e| panic!("{chart}: {path} is not valid YAML: {e}\n{text}"));
-        for doc in parsed.into_iter().filter(|d| !d.is_null()) {
-            for field in ["/apiVersion", "/kind", "/metadata/name"] {
-                assert!(
-                    doc.pointer(field).and_then(Value::as_str).is_some(),
-                    "{chart}: a document in {path} has no {field}: {doc:#}"
-                );
-            }
-            docs.push((path.clone(), doc));
-        }
-    }
-    // `helm lint --strict`: nothing above info (Helm's only info today: "icon is recommended").
-    let findings: Vec<&Value> = parsed["lint"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["severity"].as_i64().is_none_or(|s| s >= 2))
-        .collect();
-    assert!(
-        findings.is_empty(),
-        "helm lint --strict on {chart} with {values}: {findings:#?}"
-    );
-    let crds = parsed["crds"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            (
-                c["filename"].as_str().unwrap_or_default().to_string(),
-                c["data"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
-    Rendered { docs, crds, notes }
-}
+mod support;
+use support::{Rendered, render, repo, try_render};
 
 // ------------------------------------------------------------------------------- value sets
 
@@ -161,6 +48,8 @@ fn management_custom_values() -> Value {
         "credentials": {"allowExecPlugins": true, "allowFileReferences": true, "allowInsecureTLS": true},
         "serviceMonitor": {"enabled": true, "interval": "15s", "labels": {"release": "prom"}},
         "nodeSelector": {"kubernetes.io/os": "linux"},
+        "logFormat": "text",
+        "extraArgs": ["--identity=chart-test"],
     })
 }
 
@@ -229,6 +118,8 @@ const KINDS: &[(&str, bool)] = &[
     ("Deployment", true),
     ("Service", true),
     ("ServiceMonitor", true),
+    ("PrometheusRule", true),
+    ("ConfigMap", true),
     ("PodDisruptionBudget", true),
     ("Role", true),
     ("RoleBinding", true),
@@ -319,8 +210,9 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
     check_placement(&wc, CUSTOM_WORKER_NS, "w");
     assert!(wc.of_kind("Secret").is_empty(), "tokenSecret=false");
     assert!(
-        wc.notes
-            .contains("kubectl -n batch-ops create token dispatcher-eu"),
+        wc.notes.contains(
+            "--worker-namespace batch-ops --service-account dispatcher-eu --token-request"
+        ),
         "without a token Secret, NOTES.txt explains bound tokens: {}",
         wc.notes
     );
@@ -601,21 +493,22 @@ fn management_rbac_grants_exactly_the_management_calls() {
         "charts/courier",
     );
     let custom = management_custom();
+    // Release "dispatch": the account is named after the release.
     check_rbac(
         &custom,
         Target::Management,
         "batch-control",
-        "courier",
+        "dispatch-courier",
         "charts/courier (custom)",
     );
     // The Deployment runs as the account the RBAC is bound to.
-    for r in [management_default(), custom] {
+    for (r, sa) in [
+        (management_default(), "courier"),
+        (custom, "dispatch-courier"),
+    ] {
         let d = r.one("Deployment");
-        assert_eq!(
-            d["spec"]["template"]["spec"]["serviceAccountName"],
-            "courier"
-        );
-        assert_eq!(r.one("ServiceAccount")["metadata"]["name"], "courier");
+        assert_eq!(d["spec"]["template"]["spec"]["serviceAccountName"], sa);
+        assert_eq!(r.one("ServiceAccount")["metadata"]["name"], sa);
     }
 }
 

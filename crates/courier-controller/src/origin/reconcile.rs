@@ -446,6 +446,9 @@ async fn adopt(
 fn dispatched(shared: &Shared, inputs: &Inputs, cluster: &str, result: &str, epoch: u64) {
     let m = &shared.metrics;
     m.dispatch_total.with_label_values(&[cluster, result]).inc();
+    if epoch > 1 && result == "created" {
+        m.redispatches.with_label_values(&[cluster]).inc();
+    }
     if epoch == 1
         && matches!(result, "created" | "adopted")
         && let Some(created) = inputs.entry.created

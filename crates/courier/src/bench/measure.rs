@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, anyhow};
+use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use kube::runtime::watcher;
@@ -26,48 +26,16 @@ pub struct ProcSample {
     pub peak_rss_bytes: u64,
 }
 
-/// Reads `/proc/<pid>/stat` and `/proc/<pid>/status`; `pid` `None` = this process.
+/// Reads `/proc/<pid>/stat` and `/proc/<pid>/status` (the reader behind the controller's
+/// `process_*` metrics); `pid` `None` = this process.
 pub fn sample(pid: Option<u32>) -> anyhow::Result<ProcSample> {
-    let dir = match pid {
-        Some(p) => format!("/proc/{p}"),
-        None => "/proc/self".to_string(),
-    };
-    let stat = std::fs::read_to_string(format!("{dir}/stat"))
-        .with_context(|| format!("reading {dir}/stat (courier bench needs Linux /proc)"))?;
-    // The command name (field 2) may hold spaces; fields are counted after its closing ')'.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .ok_or_else(|| anyhow!("unexpected {dir}/stat: {stat}"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After ')': state is field 3, so utime (14) and stime (15) are at indexes 11 and 12.
-    let ticks = |i: usize| -> anyhow::Result<u64> {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .ok_or_else(|| anyhow!("unexpected {dir}/stat: {stat}"))
-    };
-    let total_ticks = ticks(11)? + ticks(12)?;
-    let status = std::fs::read_to_string(format!("{dir}/status"))
-        .with_context(|| format!("reading {dir}/status"))?;
-    let kib = |key: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    let s = courier_controller::metrics::ProcStat::read(pid)
+        .context("courier bench needs Linux /proc")?;
     Ok(ProcSample {
-        cpu: Duration::from_secs_f64(total_ticks as f64 / clock_ticks_per_second()),
-        rss_bytes: kib("VmRSS:") * 1024,
-        peak_rss_bytes: kib("VmHWM:") * 1024,
+        cpu: Duration::from_secs_f64(s.cpu_seconds),
+        rss_bytes: s.resident_bytes,
+        peak_rss_bytes: s.peak_resident_bytes,
     })
-}
-
-fn clock_ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no preconditions; it only reads a system constant.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 { t as f64 } else { 100.0 }
 }
 
 /// Logical CPUs this process may run on.
