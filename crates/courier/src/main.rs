@@ -83,8 +83,6 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
-}
-
 /// Prints the WorkerCluster CRD as YAML.
 fn crds() -> anyhow::Result<()> {
     let yaml = serde_saphyr::to_string(&courier_api::crd()).context("serialising the CRD")?;
