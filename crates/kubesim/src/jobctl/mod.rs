@@ -6,7 +6,7 @@
 //! creates no Pod objects: each Job's pods exist only inside its `JobSim`, and their behaviour comes
 //! from the Job's pod-template annotations below. What leaves the simulator are the `.status` writes
 //! the real controller would make, in the same order, with the same field presence, conditions and
-//! messages (held to the recordings in `shared/fixtures/job-traces/`).
+//! messages (held to the recordings in `testdata/job-traces/`).
 //!
 //! # Driving a `JobSim`
 //!
