@@ -14,6 +14,7 @@ pub mod jobctl;
 pub mod json;
 pub mod kinds;
 pub mod kubeconfig;
+pub mod protobuf;
 pub mod record;
 pub mod schema;
 pub mod selectors;
