@@ -3,6 +3,7 @@
 //! frames its answers.
 
 pub mod discovery;
+pub mod encoding;
 pub mod openapi;
 pub mod table;
 
@@ -465,6 +466,7 @@ async fn resource_request(
             verb,
         ));
     }
+    encoding::refuse_protobuf_only(&t.served, &req)?;
     let ua = req
         .headers()
         .get(http::header::USER_AGENT)
@@ -511,6 +513,7 @@ async fn resource_request(
     // Never-stored review kinds answer a create directly.
     if info.group == crate::kinds::ssar::GROUP && method == Method::POST {
         let (_, body) = read_body(req).await?;
+        let body = encoding::request_body(s, &content_type, body)?;
         let v: Value =
             serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
         let out = crate::kinds::ssar::review(&v, &|a: &AccessAttributes| user.decide(a))?;
@@ -584,7 +587,7 @@ async fn resource_request(
         }
         (Method::POST, None) => {
             let (_, body) = read_body(req).await?;
-            let body = json_body(&content_type, body)?;
+            let body = encoding::request_body(s, &content_type, body)?;
             let (obj, mut warnings) =
                 crate::api::decode::decode_body(s, &body, write_opts.field_validation)?;
             let mut w = api.create(s, &ns, obj, &write_opts)?;
@@ -594,7 +597,7 @@ async fn resource_request(
         }
         (Method::PUT, Some(name)) => {
             let (_, body) = read_body(req).await?;
-            let body = json_body(&content_type, body)?;
+            let body = encoding::request_body(s, &content_type, body)?;
             let (obj, mut warnings) =
                 crate::api::decode::decode_body(s, &body, write_opts.field_validation)?;
             let mut w = if t.sub.as_deref() == Some("finalize") {
@@ -653,25 +656,6 @@ async fn resource_request(
             &info.group,
             &info.plural,
             m.as_str(),
-        )),
-    }
-}
-
-/// A create/update body as JSON: JSON as is, YAML converted; anything else (protobuf, CBOR) is refused
-/// with 415 so clients fall back to JSON, as with a server that does not speak those encodings.
-fn json_body(content_type: &str, body: Bytes) -> Result<Bytes, ApiError> {
-    match content_type {
-        "" | "application/json" => Ok(body),
-        "application/yaml" => {
-            let text = std::str::from_utf8(&body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-            let v: Value = serde_saphyr::from_str(text).map_err(|e| {
-                ApiError::bad_request(format!("error converting YAML to JSON: {e}"))
-            })?;
-            Ok(Bytes::from(serde_json::to_vec(&v).unwrap_or_default()))
-        }
-        _ => Err(ApiError::unsupported_media_type(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
         )),
     }
 }
