@@ -220,20 +220,14 @@ fn special(name: &str, data: &[u8]) -> Result<Option<Value>, ProtoError> {
         }
         RAW_EXTENSION | FIELDS_V1 => raw_json(&bytes_field(data, 1)?)?,
         n if n.strip_prefix(CRD_V1) == Some("JSON") => raw_json(&bytes_field(data, 1)?)?,
-        n if n.strip_prefix(CRD_V1) == Some("JSONSchemaPropsOrBool") => {
-            let schema = bytes_fields(data, 2)?;
-            match schema.last() {
-                Some(s) => props(s)?,
-                None => Value::Bool(int_field(data, 1)? != 0),
-            }
-        }
+        n if n.strip_prefix(CRD_V1) == Some("JSONSchemaPropsOrBool") => match schema(data, 2)? {
+            Some(s) => s,
+            None => Value::Bool(int_field(data, 1)? != 0),
+        },
         n if n.strip_prefix(CRD_V1) == Some("JSONSchemaPropsOrArray") => {
             let many = bytes_fields(data, 2)?;
             if many.is_empty() {
-                match bytes_fields(data, 1)?.last() {
-                    Some(s) => props(s)?,
-                    None => Value::Null,
-                }
+                schema(data, 1)?.unwrap_or(Value::Null)
             } else {
                 Value::Array(many.iter().map(|s| props(s)).collect::<Result<_, _>>()?)
             }
@@ -241,21 +235,22 @@ fn special(name: &str, data: &[u8]) -> Result<Option<Value>, ProtoError> {
         n if n.strip_prefix(CRD_V1) == Some("JSONSchemaPropsOrStringArray") => {
             let strings = bytes_fields(data, 2)?;
             if strings.is_empty() {
-                match bytes_fields(data, 1)?.last() {
-                    Some(s) => props(s)?,
-                    None => Value::Null,
-                }
+                schema(data, 1)?.unwrap_or(Value::Null)
             } else {
-                Value::Array(
-                    strings
-                        .iter()
-                        .map(|s| Value::String(String::from_utf8_lossy(s).into_owned()))
-                        .collect(),
-                )
+                let text = |s: &&[u8]| Value::String(String::from_utf8_lossy(s).into_owned());
+                Value::Array(strings.iter().map(text).collect())
             }
         }
         _ => return Ok(None),
     }))
+}
+
+/// The last JSONSchemaProps in field `num`, if any.
+fn schema(data: &[u8], num: u64) -> Result<Option<Value>, ProtoError> {
+    bytes_fields(data, num)?
+        .last()
+        .map(|s| props(s))
+        .transpose()
 }
 
 fn props(data: &[u8]) -> Result<Value, ProtoError> {

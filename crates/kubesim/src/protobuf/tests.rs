@@ -145,7 +145,7 @@ fn numbers_times_quantities_and_int_or_string() {
 #[test]
 fn crd_schemas_and_raw_json() {
     // JSONSchemaProps {type: object, properties: {n: {type: integer, maximum: 3.0, default: 1}},
-    // x-kubernetes-preserve-unknown-fields: true, additionalProperties: false}.
+    // x-kubernetes-preserve-unknown-fields: true, additionalProperties: false, items, dependencies}.
     let n = [
         text(5, "integer"),
         [key(9, 1), 3.0f64.to_le_bytes().to_vec()].concat(),
@@ -157,6 +157,13 @@ fn crd_schemas_and_raw_json() {
         len(29, &[text(1, "n"), len(2, &n)].concat()),
         num(38, 1),
         len(30, &num(1, 0)),
+        // items: one schema (JSONSchemaPropsOrArray.schema = 1); dependencies: a string list
+        // (JSONSchemaPropsOrStringArray.property = 2).
+        len(24, &len(1, &text(5, "string"))),
+        len(
+            32,
+            &[text(1, "n"), len(2, &[text(2, "a"), text(2, "b")].concat())].concat(),
+        ),
     ]
     .concat();
     let version = [
@@ -178,6 +185,8 @@ fn crd_schemas_and_raw_json() {
     assert_eq!(s["type"], "object");
     assert_eq!(s["x-kubernetes-preserve-unknown-fields"], true);
     assert_eq!(s["additionalProperties"], false);
+    assert_eq!(s["items"], json!({"type": "string"}));
+    assert_eq!(s["dependencies"], json!({"n": ["a", "b"]}));
     assert_eq!(
         s["properties"]["n"],
         json!({"type": "integer", "maximum": 3, "default": 1})
