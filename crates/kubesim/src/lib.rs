@@ -16,6 +16,7 @@ pub mod json;
 pub mod kinds;
 pub mod kubeconfig;
 pub mod podlog;
+pub mod protobuf;
 pub mod record;
 pub mod schema;
 pub mod selectors;

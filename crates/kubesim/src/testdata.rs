@@ -1,27 +1,19 @@
-//! Locating the shared recordings (`shared/fixtures/...`) that kubesim is held to.
+//! Locating the recordings kubesim is held to: `crates/kubesim/testdata/` (see its README), inside the
+//! repository, so a fresh clone tests itself with nothing beside it.
 
 use std::path::PathBuf;
 
-/// The project's shared directory (holding `DESIGN.md`, `fixtures/`, `tools/`): `$COURIER_SHARED` if set,
-/// else the first ancestor of this crate that has a `shared/DESIGN.md` beside it.
-pub fn shared_dir() -> Option<PathBuf> {
-    if let Ok(dir) = std::env::var("COURIER_SHARED") {
-        return Some(PathBuf::from(dir));
-    }
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    here.ancestors()
-        .map(|a| a.join("shared"))
-        .find(|p| p.join("DESIGN.md").is_file())
-}
-
-/// `shared/fixtures/<sub>`; panics with a message naming the fix when the recordings are missing, so a
-/// test that depends on them fails loudly instead of passing vacuously.
+/// `crates/kubesim/testdata/<sub>` (`apiserver`, `job-traces`, `job-traces/unscheduled`, `replay`).
+/// Panics when it is missing, so a test that depends on the recordings fails loudly instead of passing
+/// vacuously.
 pub fn fixtures_dir(sub: &str) -> PathBuf {
-    match shared_dir() {
-        Some(d) => d.join("fixtures").join(sub),
-        None => panic!(
-            "the shared recordings were not found: set COURIER_SHARED to the directory holding fixtures/ \
-             (normally ../shared next to the repository)"
-        ),
-    }
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(sub);
+    assert!(
+        dir.is_dir(),
+        "the recordings were not found at {} (they are part of the repository: is the checkout complete?)",
+        dir.display()
+    );
+    dir
 }

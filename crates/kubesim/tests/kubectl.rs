@@ -1,11 +1,13 @@
-//! kubectl against kubesim: get, create -f, delete for Jobs and Namespaces, and validation of bad input.
-//! Uses `$KUBECTL` or `kubectl` on PATH (CI installs Debian's `kubernetes-client`); fails, naming the
-//! fix, when there is none.
+//! kubectl against kubesim: get, create -f, delete for Jobs and Namespaces, validation of bad input, and
+//! the imperative `create namespace` / `create secret generic` (kubectl v1.31+ sends those in protobuf,
+//! older ones in JSON: both must work). Uses `$KUBECTL` or `kubectl` on PATH (CI installs Debian's
+//! `kubernetes-client`); fails, naming the fix, when there is none.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use kubesim::{Role, Sim, SimOptions};
 
 fn kubectl() -> String {
@@ -65,6 +67,8 @@ async fn kubectl_gets_creates_and_deletes_jobs_and_namespaces() {
         "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: hello\n  namespace: demo\nspec:\n  template:\n    metadata:\n      annotations:\n        sim/run-seconds: \"1\"\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: c\n        image: busybox:1.36\n",
     )
     .unwrap();
+    let greeting = dir.join("greeting.txt");
+    std::fs::write(&greeting, "hello from a file").unwrap();
     let bad = dir.join("bad.yaml");
     std::fs::write(
         &bad,
@@ -80,7 +84,7 @@ async fn kubectl_gets_creates_and_deletes_jobs_and_namespaces() {
 
     // Blocking kubectl calls run off the runtime's threads so the in-process server keeps serving.
     let (k2, kc2) = (k.clone(), kc.clone());
-    let (ns2, job2, bad2) = (ns.clone(), job.clone(), bad.clone());
+    let (ns2, job2, bad2, greeting2) = (ns.clone(), job.clone(), bad.clone(), greeting.clone());
     tokio::task::spawn_blocking(move || {
         let (k, kc) = (k2.as_str(), kc2.as_path());
         assert!(ok(k, kc, &["get", "namespaces"]).contains("kube-system"));
@@ -115,6 +119,44 @@ async fn kubectl_gets_creates_and_deletes_jobs_and_namespaces() {
         let (found, _) = run(k, kc, &["get", "job", "hello", "-n", "demo"]);
         assert!(!found);
         assert!(ok(k, kc, &["delete", "namespace", "demo"]).contains("deleted"));
+
+        // Imperative creates (protobuf bodies from a recent kubectl).
+        assert!(ok(k, kc, &["create", "namespace", "team-a"]).contains("namespace/team-a created"));
+        let ns: serde_json::Value =
+            serde_json::from_str(&ok(k, kc, &["get", "namespace", "team-a", "-o", "json"]))
+                .unwrap();
+        assert_eq!(
+            ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "team-a"
+        );
+        let from_file = format!("--from-file={}", greeting2.display());
+        let out = ok(
+            k,
+            kc,
+            &[
+                "create",
+                "secret",
+                "generic",
+                "s",
+                "-n",
+                "team-a",
+                &from_file,
+                "--from-literal=user=admin",
+            ],
+        );
+        assert!(out.contains("secret/s created"), "{out}");
+        let secret: serde_json::Value = serde_json::from_str(&ok(
+            k,
+            kc,
+            &["get", "secret", "s", "-n", "team-a", "-o", "json"],
+        ))
+        .unwrap();
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        assert_eq!(secret["type"], "Opaque");
+        assert_eq!(secret["data"]["greeting.txt"], b64("hello from a file"));
+        assert_eq!(secret["data"]["user"], b64("admin"));
+        let (again, text) = run(k, kc, &["create", "namespace", "team-a"]);
+        assert!(!again && text.contains("AlreadyExists"), "{text}");
     })
     .await
     .unwrap();

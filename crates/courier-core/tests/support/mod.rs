@@ -8,13 +8,13 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::JobStatus;
 use serde_json::{Value, json};
 
-/// `shared/fixtures/job-traces`, found by walking up from this crate (or `$COURIER_SHARED`); panics
-/// with instructions when missing, so the tests never pass vacuously.
+/// The recorded worker traces, `crates/kubesim/testdata/job-traces` (inside the repository); panics when
+/// they are missing, so the tests never pass vacuously.
 pub fn traces_dir() -> PathBuf {
     let dir = kubesim::testdata::fixtures_dir("job-traces");
     assert!(
-        dir.join("README.md").is_file(),
-        "job traces not found at {} (set COURIER_SHARED to the shared directory)",
+        dir.join("01-nonindexed-all-succeed.inputs.json").is_file(),
+        "job traces not found at {}",
         dir.display()
     );
     dir

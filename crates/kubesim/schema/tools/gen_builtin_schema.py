@@ -13,7 +13,7 @@ What the OpenAPI document does not carry is Go-level information, which the real
 the Go zero value of a type (the "live object" a create is diffed against for managedFields) and the
 `omitempty`/pointer behaviour of the JSON round trip (`active: 0` disappears, `resources: {}` appears).
 That information comes from the Go struct tags of k8s.io/api and is recorded in the tables at the bottom of
-this file (`GO_*`), reviewed by hand against the Go sources and the recordings in shared/fixtures.
+this file (`GO_*`), reviewed by hand against the Go sources and the recordings in crates/kubesim/testdata/.
 
 The conversion of OpenAPI to a structural schema follows k8s.io/kube-openapi/pkg/schemaconv (the code the
 API server uses to build its structured-merge-diff schema):

@@ -3,6 +3,7 @@
 //! frames its answers.
 
 pub mod discovery;
+pub mod encoding;
 pub mod openapi;
 pub mod table;
 
@@ -488,6 +489,7 @@ async fn authorized_request(
             verb,
         ));
     }
+    encoding::refuse_protobuf_only(&t.served, &req)?;
     let ua = req
         .headers()
         .get(http::header::USER_AGENT)
@@ -535,6 +537,7 @@ async fn authorized_request(
     // Never-stored review kinds answer a create directly.
     if crate::kinds::sar::is_review(&info.group, &info.plural) && method == Method::POST {
         let (_, body) = read_body(req).await?;
+        let body = encoding::request_body(s, &content_type, body)?;
         let v: Value =
             serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
         let out = crate::kinds::sar::answer(&info.plural, &v, user, &state.users)?;
@@ -608,7 +611,7 @@ async fn authorized_request(
         }
         (Method::POST, None) => {
             let (_, body) = read_body(req).await?;
-            let body = json_body(&content_type, body)?;
+            let body = encoding::request_body(s, &content_type, body)?;
             let (obj, mut warnings) =
                 crate::api::decode::decode_body(s, &body, write_opts.field_validation)?;
             let mut w = api.create(s, &ns, obj, &write_opts)?;
@@ -618,7 +621,7 @@ async fn authorized_request(
         }
         (Method::PUT, Some(name)) => {
             let (_, body) = read_body(req).await?;
-            let body = json_body(&content_type, body)?;
+            let body = encoding::request_body(s, &content_type, body)?;
             let (obj, mut warnings) =
                 crate::api::decode::decode_body(s, &body, write_opts.field_validation)?;
             let mut w = if t.sub.as_deref() == Some("finalize") {
@@ -744,25 +747,6 @@ async fn pod_log(
             .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
     });
     Ok(text_plain(StreamBody::new(stream).boxed_unsync()))
-}
-
-/// A create/update body as JSON: JSON as is, YAML converted; anything else (protobuf, CBOR) is refused
-/// with 415 so clients fall back to JSON, as with a server that does not speak those encodings.
-fn json_body(content_type: &str, body: Bytes) -> Result<Bytes, ApiError> {
-    match content_type {
-        "" | "application/json" => Ok(body),
-        "application/yaml" => {
-            let text = std::str::from_utf8(&body)
-                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-            let v: Value = serde_saphyr::from_str(text).map_err(|e| {
-                ApiError::bad_request(format!("error converting YAML to JSON: {e}"))
-            })?;
-            Ok(Bytes::from(serde_json::to_vec(&v).unwrap_or_default()))
-        }
-        _ => Err(ApiError::unsupported_media_type(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
-        )),
-    }
 }
 
 fn include_of(q: &HashMap<String, String>) -> &str {

@@ -8,7 +8,7 @@
 //! annotations below. When the Job object goes, [`JobSim::job_deleted`] lets its pods run on (orphaned)
 //! or terminate (garbage-collected). What leaves the simulator are the `.status` writes
 //! the real controller would make, in the same order, with the same field presence, conditions and
-//! messages (held to the recordings in `shared/fixtures/job-traces/`).
+//! messages (held to the recordings in `testdata/job-traces/`).
 //!
 //! # Driving a `JobSim`
 //!

@@ -12,7 +12,7 @@ use super::policy::BackoffRecord;
 use super::spec::JobSpec;
 use super::status::{Condition, Status};
 
-// Controller cadence (model seconds; see README point 2 of the recordings).
+// Controller cadence (model seconds; see point 2 of the job traces in `testdata/README.md`).
 /// `syncJobBatchPeriod`: pod events and status-only Job updates are synced 1 s later.
 pub(crate) const BATCH: f64 = 1.0;
 /// Job add / spec change -> sync ("immediate": informer delivery plus worker pickup).

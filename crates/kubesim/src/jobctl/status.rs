@@ -1,5 +1,5 @@
 //! The Job status as the controller holds it, and its JSON form (field presence as the real
-//! controller's writes: see README point 1 of the job-traces recordings).
+//! controller's writes: see point 1 of the job traces in `testdata/README.md`).
 
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};

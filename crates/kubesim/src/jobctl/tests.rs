@@ -955,7 +955,7 @@ fn fixed_139428_shows_the_intermediate_states_the_recording_lacks() {
     };
     let r = replay(&sc, 0.5, &cfg);
     assert_eq!(r.rejected, 0);
-    // README: "with the fix expect act=1 rdy=1 unc.f=[p1] -> fail=1 at ~2.6".
+    // testdata/README.md, job traces point 7: with the fix, act=1 rdy=1 unc.f=[p1], then fail=1 at ~2.6 s.
     let i = r
         .states
         .iter()

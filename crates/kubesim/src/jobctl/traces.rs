@@ -1,4 +1,4 @@
-//! Replays every recorded scenario of `shared/fixtures/job-traces/` through `JobSim` on a virtual
+//! Replays every recorded scenario of `testdata/job-traces/` through `JobSim` on a virtual
 //! clock and holds the result to the recording: the same sequence of distinct `.status` states
 //! (timestamps aside, uncounted UIDs as counts), each within `TOLERANCE` seconds of the recorded time.
 //!
@@ -381,7 +381,7 @@ fn every_recorded_trace_is_reproduced() {
             "{}: rejected writes",
             sc.name
         );
-        // Timestamps agree with the recorded ones to the second (completionTime: README point 6).
+        // Timestamps agree with the recorded ones to the second (completionTime: testdata/README.md, job traces point 6).
         for (a, b) in rec.iter().zip(&r.states) {
             for ((ka, sa), (kb, sb)) in stamps(&a.raw).into_iter().zip(stamps(&b.raw)) {
                 assert_eq!(ka, kb);

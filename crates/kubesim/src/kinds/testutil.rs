@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::errors::{ApiError, FieldError};
 use crate::testdata::fixtures_dir;
 
-/// A recorded scenario (`shared/fixtures/apiserver/<name>`).
+/// A recorded scenario (`testdata/apiserver/<name>`).
 pub fn fixture(name: &str) -> Value {
     let path = fixtures_dir("apiserver").join(name);
     let text = std::fs::read_to_string(&path)
