@@ -98,6 +98,10 @@ pub async fn sweep_cluster(shared: &Shared, cluster: &Cluster) -> usize {
         let Some(reason) = verdict(origin_id, &cluster.name, &m.view, entry.as_ref()) else {
             continue;
         };
+        // The fresh read took a while: still leading (and renewed) right before the delete?
+        if !shared.is_leader() {
+            break;
+        }
         match cluster
             .delete_job(&key.namespace, &key.name, &m.view.uid)
             .await

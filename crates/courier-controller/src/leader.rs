@@ -36,19 +36,53 @@ pub struct LeaderState {
 
 pub struct Leadership {
     tx: watch::Sender<LeaderState>,
+    /// With leader election: leading counts only this long after the last successful renewal.
+    bound: Option<Duration>,
+    /// Start of the round whose renewal last succeeded (monotonic clock).
+    renewed: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Default for Leadership {
     fn default() -> Self {
-        Self {
-            tx: watch::Sender::new(LeaderState::default()),
-        }
+        Self::new(None)
     }
 }
 
 impl Leadership {
+    /// `bound`: the renew deadline when leadership comes from a Lease.
+    pub fn new(bound: Option<Duration>) -> Self {
+        Self {
+            tx: watch::Sender::new(LeaderState::default()),
+            bound,
+            renewed: std::sync::Mutex::new(None),
+        }
+    }
+
     pub fn state(&self) -> LeaderState {
         *self.tx.borrow()
+    }
+
+    /// Leading, and (with a Lease) renewed within the renew deadline as of this instant.
+    pub fn is_leading(&self) -> bool {
+        if !self.state().leading {
+            return false;
+        }
+        let Some(bound) = self.bound else {
+            return true;
+        };
+        let renewed = *self
+            .renewed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        renewed.is_some_and(|r| r.elapsed() < bound)
+    }
+
+    /// Records a successful renewal by a round that started at `started`.
+    fn renewed_at(&self, started: Instant) {
+        *self
+            .renewed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(started);
     }
 
     pub fn set(&self, s: LeaderState) {
@@ -83,11 +117,14 @@ pub async fn run(shared: Arc<Shared>) {
     let mut last_renewal: Option<Instant> = None;
     let mut last_holder: Option<String> = None;
     loop {
+        let started = Instant::now();
         let round = with_timeout_round(&shared, &api, &mut observed).await;
         let was_leading = shared.leader.state().leading;
         match round {
             Ok(Round::Leading) => {
-                last_renewal = Some(Instant::now());
+                // Counted from before the request: the Lease the others see is at least as fresh.
+                shared.leader.renewed_at(started);
+                last_renewal = Some(started);
                 if !was_leading {
                     info!(identity = %shared.identity, lease = %t.lease_name, "became the leader");
                 }

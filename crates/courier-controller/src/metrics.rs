@@ -4,7 +4,7 @@
 //!
 //! | metric | labels |
 //! |---|---|
-//! | `courier_dispatch_total` | cluster, result (created, adopted, conflict, error) |
+//! | `courier_dispatch_total` | cluster, result (created, adopted, conflict, refused, unanswered, error) |
 //! | `courier_dispatch_duration_seconds` | cluster, result: origin creation -> first mirror created |
 //! | `courier_status_sync_duration_seconds` | cluster: mirror change seen -> origin status written |
 //! | `courier_status_sync_total` | cluster, result (ok, error) |
@@ -14,6 +14,7 @@
 //! | `courier_cluster_ready` | cluster (1 Ready, 0 not) |
 //! | `courier_cluster_current_mirrors` | cluster (unfinished origins placed there) |
 //! | `courier_gc_deleted_total` | cluster, reason (origin_gone, origin_uid_differs, stale_epoch) |
+//! | `courier_cluster_drains_total` | cluster, outcome (drained: no mirror left; unreachable: released after the worker-lost timeout) |
 //! | `courier_origins` | - (managed origins cached) |
 //! | `courier_queue_depth` | - |
 //! | `courier_leader` | - (1 while this replica leads) |
@@ -35,6 +36,7 @@ pub struct Metrics {
     pub cluster_ready: IntGaugeVec,
     pub cluster_current_mirrors: IntGaugeVec,
     pub gc_deleted: IntCounterVec,
+    pub cluster_drains: IntCounterVec,
     pub origins: IntGauge,
     pub queue_depth: IntGauge,
     pub leader: IntGauge,
@@ -146,6 +148,12 @@ impl Metrics {
                 "courier_gc_deleted_total",
                 "Mirrors deleted by garbage collection by cluster and reason.",
                 &["cluster", "reason"],
+            ),
+            cluster_drains: counter(
+                &r,
+                "courier_cluster_drains_total",
+                "Removed WorkerClusters whose drain finalizer was released, by outcome.",
+                &["cluster", "outcome"],
             ),
             origins: gauge(&r, "courier_origins", "Managed origin Jobs in the cache."),
             queue_depth: gauge(

@@ -14,7 +14,7 @@ use std::time::Duration;
 use courier_api::{LABEL_CLUSTER, MANAGED_BY};
 use courier_core::job::finished;
 use courier_core::phase::{JobPhase, PhaseFacts};
-use courier_core::reconcile::{DispatchConfig, Hints, Wait};
+use courier_core::reconcile::{AvoidKind, DispatchConfig, Hints, Wait};
 use kube::Client;
 use kube::api::{ApiResource, GroupVersionKind};
 use tokio::net::TcpListener;
@@ -93,10 +93,13 @@ impl Shared {
                 "concurrency must be at least 1".into(),
             ));
         }
-        if tuning.lease_renew_deadline >= tuning.lease_duration && cfg.leader_elect {
-            return Err(ControllerError::Config(
-                "the lease renew deadline must be shorter than the lease duration".into(),
-            ));
+        // A leader that cannot renew stops writing at the renew deadline; the others may take over
+        // only at the lease duration. The margin covers a round trip and clock rates.
+        if cfg.leader_elect && tuning.lease_renew_deadline * 3 > tuning.lease_duration * 2 {
+            return Err(ControllerError::Config(format!(
+                "the lease renew deadline ({:?}) must be at most 2/3 of the lease duration ({:?})",
+                tuning.lease_renew_deadline, tuning.lease_duration
+            )));
         }
         let identity = if cfg.identity.is_empty() {
             format!("courier-{:08x}", rand::random::<u32>())
@@ -113,6 +116,10 @@ impl Shared {
             redispatch_on_worker_loss: cfg.redispatch_on_worker_loss,
             retry_interval: tuning.retry_interval,
             short_retry: tuning.short_retry,
+            finished_mirror_ttl: cfg.finished_mirror_ttl,
+            refusal_backoff_min: tuning.refusal_backoff_min,
+            refusal_backoff_max: tuning.refusal_backoff_max,
+            foreign_backoff_max: tuning.foreign_backoff_max,
         };
         Ok(Self {
             queue: WorkQueue::new(tuning.retry_min, tuning.retry_max),
@@ -123,7 +130,7 @@ impl Shared {
             origins: OriginStore::default(),
             registry: Registry::default(),
             metrics: Metrics::new(),
-            leader: Leadership::default(),
+            leader: Leadership::new(cfg.leader_elect.then_some(tuning.lease_renew_deadline)),
             recorder,
             token: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -144,8 +151,11 @@ impl Shared {
         }
     }
 
+    /// Whether this replica may write now: it leads, and (with leader election) its last successful
+    /// renewal is younger than the renew deadline on the monotonic clock. Checked immediately
+    /// before every write, so a replica paused past its lease writes nothing until it renews.
     pub fn is_leader(&self) -> bool {
-        self.leader.state().leading
+        self.leader.is_leading()
     }
 
     /// Ready, and why (or why not).
@@ -231,8 +241,8 @@ impl Shared {
         }
     }
 
-    /// Remembers that `cluster` holds someone else's Job with the origin's name.
-    pub fn add_foreign(&self, key: &ObjectKey, uid: &str, cluster: &str) {
+    /// Updates the in-memory hints of the origin with this UID (reset when the UID changes).
+    pub fn update_hints(&self, key: &ObjectKey, uid: &str, f: impl FnOnce(&mut Hints)) {
         let mut h = self.hints.lock_or_recover();
         let entry = h
             .entry(key.clone())
@@ -240,7 +250,15 @@ impl Shared {
         if entry.0 != uid {
             *entry = (uid.to_string(), Hints::default());
         }
-        entry.1.foreign_on.insert(cluster.to_string());
+        f(&mut entry.1);
+    }
+
+    /// Records what `cluster` answered (or did not) to a create of this origin's mirror.
+    pub fn avoid(&self, key: &ObjectKey, uid: &str, cluster: &str, kind: AvoidKind, message: &str) {
+        let now = jiff::Timestamp::now();
+        self.update_hints(key, uid, |h| {
+            h.avoid(cluster, kind, message, now, &self.dispatch);
+        });
     }
 
     pub fn record_wait(&self, key: &ObjectKey, wait: Option<&Wait>) {

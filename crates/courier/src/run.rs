@@ -51,6 +51,10 @@ pub struct RunArgs {
     /// Interval of the garbage-collection sweep over every worker's mirrors.
     #[arg(long, env = "COURIER_GC_INTERVAL", default_value = "1m", value_parser = parse_duration)]
     pub gc_interval: Duration,
+    /// How long a finished mirror (and its pods) stays on its worker once the origin holds its final
+    /// status (`never` keeps it until the origin is deleted). Where the Job ran stays on the origin.
+    #[arg(long, env = "COURIER_FINISHED_MIRROR_TTL", default_value = "10m", value_parser = parse_ttl)]
+    pub finished_mirror_ttl: Ttl,
     /// How many times a Job whose mirror disappeared is re-dispatched before it is failed.
     #[arg(long, env = "COURIER_MAX_REDISPATCH", default_value_t = 3)]
     pub max_redispatch: u32,
@@ -76,6 +80,17 @@ pub struct RunArgs {
 pub enum RedispatchOnWorkerLoss {
     Always,
     Never,
+}
+
+/// `--finished-mirror-ttl`: a duration or never.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ttl(pub Option<Duration>);
+
+fn parse_ttl(s: &str) -> Result<Ttl, String> {
+    if s == "never" {
+        return Ok(Ttl(None));
+    }
+    parse_duration(s).map(|d| Ttl(Some(d)))
 }
 
 /// `--metrics-addr`: an address or off.
@@ -104,6 +119,7 @@ impl RunArgs {
             redispatch_on_worker_loss: self.redispatch_on_worker_loss
                 == RedispatchOnWorkerLoss::Always,
             gc_interval: self.gc_interval,
+            finished_mirror_ttl: self.finished_mirror_ttl.0,
             leader_elect: self.leader_elect,
             identity: self.identity.clone().unwrap_or_else(default_identity),
             credentials: CredentialPolicy {
@@ -218,6 +234,7 @@ mod tests {
         assert_eq!(c.worker_lost_timeout, Duration::from_secs(900));
         assert_eq!(c.gc_interval, Duration::from_secs(60));
         assert_eq!(c.max_redispatch, 3);
+        assert_eq!(c.finished_mirror_ttl, Some(Duration::from_secs(600)));
         assert!(c.redispatch_on_worker_loss);
         assert!(!c.leader_elect);
         assert_eq!(c.credentials, CredentialPolicy::default());
@@ -235,6 +252,7 @@ mod tests {
             "--allow-exec-kubeconfigs",
             "--metrics-addr=off",
             "--concurrency=4",
+            "--finished-mirror-ttl=never",
         ])
         .expect("parses");
         let c = t.run.config();
@@ -245,6 +263,13 @@ mod tests {
         assert!(c.credentials.allow_exec && !c.credentials.allow_insecure_tls);
         assert_eq!(c.metrics_addr, None);
         assert_eq!(c.concurrency, 4);
+        assert_eq!(c.finished_mirror_ttl, None);
+        let t = T::try_parse_from(["t", "--finished-mirror-ttl", "30s"]).expect("parses");
+        assert_eq!(
+            t.run.config().finished_mirror_ttl,
+            Some(Duration::from_secs(30))
+        );
+        assert!(T::try_parse_from(["t", "--finished-mirror-ttl=soon"]).is_err());
         assert!(T::try_parse_from(["t", "--concurrency=0"]).is_err());
         assert!(T::try_parse_from(["t", "--metrics-addr=nope"]).is_err());
         assert!(T::try_parse_from(["t", "--leader-elect=false"]).is_ok());

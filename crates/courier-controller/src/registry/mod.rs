@@ -10,6 +10,7 @@
 
 pub mod calls;
 pub mod cluster;
+pub mod lifecycle;
 pub mod mirrors;
 pub mod status;
 
@@ -98,6 +99,8 @@ pub struct Cluster {
     pub wake: Notify,
     /// Namespaces known to exist on the worker (EnsureNamespace skips them).
     namespaces: Mutex<HashSet<String>>,
+    /// What identifies the API server behind it (duplicate registrations).
+    identity: RwLock<lifecycle::Identity>,
     pub cancel: CancellationToken,
     request_timeout: std::time::Duration,
 }
@@ -131,6 +134,7 @@ impl Cluster {
             progress: Mutex::new(Progress::default()),
             wake: Notify::new(),
             namespaces: Mutex::new(HashSet::new()),
+            identity: RwLock::new(lifecycle::Identity::default()),
             cancel,
             request_timeout: shared.tuning.request_timeout,
         }
@@ -142,6 +146,23 @@ impl Cluster {
 
     fn set_worker_cluster(&self, wc: WorkerCluster) {
         *self.wc.write_or_recover() = Arc::new(wc);
+    }
+
+    pub fn identity(&self) -> lifecycle::Identity {
+        self.identity.read_or_recover().clone()
+    }
+
+    fn set_identity(&self, f: impl FnOnce(&mut lifecycle::Identity)) {
+        f(&mut self.identity.write_or_recover());
+    }
+
+    /// The WorkerCluster is being deleted (its mirrors are drained, no new placements).
+    pub fn draining(&self) -> bool {
+        self.wc
+            .read_or_recover()
+            .metadata
+            .deletion_timestamp
+            .is_some()
     }
 
     pub fn health(&self) -> Health {
@@ -259,11 +280,16 @@ fn apply_worker_cluster(shared: &Arc<Shared>, wc: WorkerCluster) {
     };
     if let Some(existing) = shared.registry.get(&name) {
         let old = existing.worker_cluster();
-        let placement_changed = old.metadata.labels != wc.metadata.labels || old.spec != wc.spec;
+        let removal = old.metadata.deletion_timestamp != wc.metadata.deletion_timestamp;
+        let placement_changed =
+            old.metadata.labels != wc.metadata.labels || old.spec != wc.spec || removal;
         let secret_changed = old.spec.kubeconfig_secret_ref != wc.spec.kubeconfig_secret_ref;
         let recreated = old.metadata.uid != wc.metadata.uid;
+        if removal {
+            info!(cluster = %name, "WorkerCluster is being removed: draining its mirrors");
+        }
         existing.set_worker_cluster(wc);
-        if secret_changed || recreated {
+        if secret_changed || recreated || removal {
             existing.wake.notify_one();
         }
         if placement_changed {
@@ -289,6 +315,8 @@ fn remove_worker_cluster(shared: &Arc<Shared>, name: &str) {
         c.cancel.cancel();
         shared.metrics.forget_cluster(name);
         shared.on_cluster_changed(name);
+        // A later registration of the same server may be usable now.
+        shared.registry.wake_all();
     }
 }
 
