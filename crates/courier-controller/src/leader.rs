@@ -3,12 +3,21 @@
 //! over (no holder, or the record has not changed for its `leaseDurationSeconds` as measured on this
 //! replica's own clock, so clock skew between replicas does not matter), or stands by. Writes are
 //! replace-with-resourceVersion (the chart grants get/create/update), so two candidates can never
-//! both win the same record. A leader that cannot renew within `lease_renew_deadline` steps down
-//! (stops writing) before its Lease can expire for the others; on shutdown it releases the Lease so
-//! a standby takes over at once.
+//! both win the same record. On shutdown the leader releases the Lease so a standby takes over at
+//! once.
 //!
-//! Only the leader writes (origin Jobs, mirrors, WorkerCluster status, events, GC); every replica
-//! keeps its caches and worker connections warm, so a takeover starts reconciling immediately.
+//! Only the leader writes (origin Jobs, mirrors, WorkerCluster status and finalizers, events, GC),
+//! and leading is **time-bounded**: [`Leadership::is_leading`] is true only while the start of the
+//! last successful renewal round is younger than `lease_renew_deadline` on the monotonic clock,
+//! and every write checks it immediately before it is sent. The renew deadline is at most 2/3 of
+//! the lease duration (checked at start), so a leader that cannot renew — or was paused (SIGSTOP,
+//! a long GC pause, a frozen VM) past its lease — stops writing before anyone else can take over,
+//! and writes nothing after it resumes until it renews. (A request checked just before such a
+//! pause can still leave after it; origin writes carry resourceVersion preconditions and mirror
+//! writes UID preconditions, so such a late write fails instead of acting on old data.)
+//!
+//! Every replica keeps its caches and worker connections warm, so a takeover starts reconciling
+//! immediately.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -76,6 +76,8 @@ pub struct ControllerConfig {
     /// (`--finished-mirror-ttl`); `None` keeps finished mirrors until the origin is deleted.
     pub finished_mirror_ttl: Option<Duration>,
     pub leader_elect: bool,
+    /// Lease timings (`--leader-elect-*`); `None` keeps [`Tuning`]'s.
+    pub lease: Option<LeaseTimings>,
     /// Leader-election identity (defaults to the pod/host name plus a random suffix).
     pub identity: String,
     pub credentials: CredentialPolicy,
@@ -94,10 +96,21 @@ impl Default for ControllerConfig {
             gc_interval: Duration::from_secs(60),
             finished_mirror_ttl: Some(Duration::from_secs(600)),
             leader_elect: false,
+            lease: None,
             identity: String::new(),
             credentials: CredentialPolicy::default(),
         }
     }
+}
+
+/// Leader-election timings: a leader that cannot renew within `renew_deadline` stops writing;
+/// the others take over once the Lease is unchanged for `duration`; rounds every `retry_period`.
+/// `renew_deadline` must be at most 2/3 of `duration`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTimings {
+    pub duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
 }
 
 /// Runtime knobs that are not `courier run` flags. The defaults suit production; tests shorten them.

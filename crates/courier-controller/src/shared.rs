@@ -70,8 +70,13 @@ impl Shared {
     pub fn new(
         client: Client,
         cfg: ControllerConfig,
-        tuning: Tuning,
+        mut tuning: Tuning,
     ) -> Result<Self, ControllerError> {
+        if let Some(l) = cfg.lease {
+            tuning.lease_duration = l.duration;
+            tuning.lease_renew_deadline = l.renew_deadline;
+            tuning.lease_retry_period = l.retry_period;
+        }
         if cfg.origin_id.is_empty() {
             return Err(ControllerError::Config(
                 "the origin id must not be empty".into(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use courier_api::{DEFAULT_NAMESPACE, DEFAULT_ORIGIN_ID};
-use courier_controller::{ControllerConfig, CredentialPolicy};
+use courier_controller::{ControllerConfig, CredentialPolicy, LeaseTimings};
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -34,6 +34,15 @@ pub struct RunArgs {
     #[arg(long, env = "COURIER_LEADER_ELECT", num_args = 0..=1, default_missing_value = "true",
           default_value = "false", value_parser = clap::builder::BoolishValueParser::new())]
     pub leader_elect: bool,
+    /// How long a Lease stays valid without renewal: the standbys take over after it.
+    #[arg(long, env = "COURIER_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// A leader that could not renew for this long stops writing (at most 2/3 of the lease duration).
+    #[arg(long, env = "COURIER_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// Interval of leader-election rounds.
+    #[arg(long, env = "COURIER_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
     /// Leader-election identity (default: the host name plus a random suffix).
     #[arg(long, env = "COURIER_IDENTITY")]
     pub identity: Option<String>,
@@ -121,6 +130,11 @@ impl RunArgs {
             gc_interval: self.gc_interval,
             finished_mirror_ttl: self.finished_mirror_ttl.0,
             leader_elect: self.leader_elect,
+            lease: Some(LeaseTimings {
+                duration: self.leader_elect_lease_duration,
+                renew_deadline: self.leader_elect_renew_deadline,
+                retry_period: self.leader_elect_retry_period,
+            }),
             identity: self.identity.clone().unwrap_or_else(default_identity),
             credentials: CredentialPolicy {
                 allow_exec: self.allow_exec_kubeconfigs,
@@ -270,6 +284,21 @@ mod tests {
             Some(Duration::from_secs(30))
         );
         assert!(T::try_parse_from(["t", "--finished-mirror-ttl=soon"]).is_err());
+        let t = T::try_parse_from([
+            "t",
+            "--leader-elect-lease-duration=3s",
+            "--leader-elect-renew-deadline=2s",
+            "--leader-elect-retry-period=300ms",
+        ])
+        .expect("parses");
+        assert_eq!(
+            t.run.config().lease,
+            Some(LeaseTimings {
+                duration: Duration::from_secs(3),
+                renew_deadline: Duration::from_secs(2),
+                retry_period: Duration::from_millis(300),
+            })
+        );
         assert!(T::try_parse_from(["t", "--concurrency=0"]).is_err());
         assert!(T::try_parse_from(["t", "--metrics-addr=nope"]).is_err());
         assert!(T::try_parse_from(["t", "--leader-elect=false"]).is_ok());

@@ -12,6 +12,8 @@
 //! | POST | `/tokens` | `{"token":"t","user":"u","rules":{"allow":[…],"deny":[…]}}` (rules default: everything) |
 //! | DELETE | `/tokens/<token>` | revoke a token |
 //! | GET | `/stats` | `{"requests":…,"objects":…,"resourceVersion":…}` |
+//! | POST | `/record/start` | start recording resource requests (see [`crate::record`]) |
+//! | GET | `/record` | the requests recorded so far, in arrival order: `[{"user","verb","group","resource","subresource","namespace","name","allowed"}]` |
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -150,6 +152,24 @@ async fn handle(state: &ServerState, req: Request<Incoming>) -> Response<Full<By
                 },
                 json!({"revoked": removed}),
             )
+        }
+        (Method::POST, "/record/start") => {
+            state.recorded.start();
+            reply(StatusCode::OK, json!({"recording": true}))
+        }
+        (Method::GET, "/record") => {
+            let seen: Vec<Value> = state
+                .recorded
+                .snapshot()
+                .into_iter()
+                .map(|r| {
+                    let a = r.attributes;
+                    json!({"user": r.user, "verb": a.verb, "group": a.group,
+                           "resource": a.resource, "subresource": a.subresource,
+                           "namespace": a.namespace, "name": a.name, "allowed": r.allowed})
+                })
+                .collect();
+            reply(StatusCode::OK, Value::Array(seen))
         }
         (Method::GET, "/stats") => reply(
             StatusCode::OK,
