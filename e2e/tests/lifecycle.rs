@@ -143,3 +143,73 @@ async fn a_paused_leader_writes_nothing_once_the_standby_leads() -> anyhow::Resu
     .await;
     env.finish(r.context("paused leader"))
 }
+
+/// Point 16 with the CLI: `cluster remove` waits for the controller's drain, `--force` lets go of
+/// the mirrors at once. Before the change `--force` left the WorkerCluster hanging on the drain
+/// finalizer (and without the finalizer nothing was drained at all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_remove_drains_or_lets_go_with_force() -> anyhow::Result<()> {
+    let mut env = Env::start("remove", EnvOptions::default()).await?;
+    let r = async {
+        let wcs: Api<courier_api::WorkerCluster> = Api::all(env.mgmt_client.clone());
+        wait_for("the drain finalizers", T, || async {
+            let all = wcs
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let with = all
+                .items
+                .iter()
+                .filter(|w| {
+                    w.metadata
+                        .finalizers
+                        .as_ref()
+                        .is_some_and(|f| f.iter().any(|x| x == courier_api::FINALIZER_DRAIN))
+                })
+                .count();
+            if with == 2 {
+                Ok(())
+            } else {
+                Err(format!("{with} of 2"))
+            }
+        })
+        .await?;
+        // A finished Job's mirror on w2: removing w2 waits until Courier deleted it.
+        let done = job("finished-on-w2", &[("sim/run-seconds", "1")]);
+        let done = with_annotation(done, "courier.dev/cluster-selector", "region=us");
+        env.create_job(NS, done).await?;
+        env.wait_finished(NS, "finished-on-w2", T).await?;
+        ensure!(env.mirrors().await?.iter().any(|(i, _)| *i == 1));
+        let out = env.courier(&["cluster", "remove", "w2"]).await?.ok()?;
+        ensure!(
+            out.stdout.contains("Removed WorkerCluster w2"),
+            "{}",
+            out.stdout
+        );
+        ensure!(wcs.get_opt("w2").await?.is_none());
+        ensure!(
+            !env.mirrors().await?.iter().any(|(i, _)| *i == 1),
+            "the finished mirror on w2 was drained"
+        );
+        // A Job runs on w1: --force removes w1 at once, leaving its mirror to the user.
+        env.create_job(NS, job("running-on-w1", &[("sim/outcome", "hang")]))
+            .await?;
+        env.wait_job(NS, "running-on-w1", "running", T, |j| {
+            j.status.as_ref().and_then(|s| s.active) == Some(1)
+        })
+        .await?;
+        let out = env
+            .courier(&["cluster", "remove", "w1", "--force"])
+            .await?
+            .ok()?;
+        ensure!(
+            out.stdout.contains("while 1 Job(s) ran there"),
+            "{}",
+            out.stdout
+        );
+        ensure!(wcs.get_opt("w1").await?.is_none(), "--force does not wait");
+        Ok(())
+    }
+    .await;
+    env.finish(r.context("cluster remove"))
+}

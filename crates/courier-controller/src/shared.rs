@@ -226,6 +226,20 @@ impl Shared {
         }
     }
 
+    /// Re-examines every origin placed on `cluster`, finished ones too (a cluster being removed
+    /// takes their finished mirrors along).
+    pub fn requeue_placed_on(&self, cluster: &str) {
+        let keys = self.origins.keys_where(|e| {
+            e.view
+                .labels
+                .get(LABEL_CLUSTER)
+                .is_some_and(|c| c == cluster)
+        });
+        for k in keys {
+            self.queue.add(k);
+        }
+    }
+
     /// Drops what is remembered about an origin that is gone.
     pub fn forget_origin(&self, key: &ObjectKey) {
         self.hints.lock_or_recover().remove(key);

@@ -10,8 +10,8 @@ use anyhow::{Context as _, anyhow, bail};
 use clap::{Args, Subcommand};
 use courier_api::reasons::CONDITION_READY;
 use courier_api::{
-    DEFAULT_KUBECONFIG_KEY, DEFAULT_NAMESPACE, LABEL_CLUSTER, MANAGED_BY, WorkerCluster,
-    WorkerClusterSpec,
+    DEFAULT_KUBECONFIG_KEY, DEFAULT_NAMESPACE, FINALIZER_DRAIN, LABEL_CLUSTER, MANAGED_BY,
+    WorkerCluster, WorkerClusterSpec,
 };
 use courier_controller::CredentialPolicy;
 use k8s_openapi::ByteString;
@@ -751,6 +751,13 @@ async fn remove(client: &Client, ns: &str, a: RemoveArgs) -> anyhow::Result<()> 
             return Err(anyhow!(api_message(&e))).context(format!("deleting WorkerCluster {name}"));
         }
     }
+    // The controller's drain finalizer holds a deleted WorkerCluster until its mirrors there are
+    // deleted. --force lets go of them at once; otherwise wait for the drain (bounded).
+    if a.force {
+        release_drain_finalizer(&wcs, name).await?;
+    } else {
+        wait_drained(&wcs, name, a.timeout.min(Duration::from_secs(120))).await?;
+    }
     let secret_name = wc.spec.kubeconfig_secret_ref.name.clone();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let secret_note = match secrets.get_opt(&secret_name).await {
@@ -788,6 +795,75 @@ async fn remove(client: &Client, ns: &str, a: RemoveArgs) -> anyhow::Result<()> 
         );
     }
     Ok(())
+}
+
+/// Removes Courier's drain finalizer from a deleted WorkerCluster (`--force`).
+async fn release_drain_finalizer(wcs: &Api<WorkerCluster>, name: &str) -> anyhow::Result<()> {
+    let Some(wc) = wcs
+        .get_opt(name)
+        .await
+        .map_err(|e| anyhow!(api_message(&e)))?
+    else {
+        return Ok(());
+    };
+    let finalizers = wc.metadata.finalizers.clone().unwrap_or_default();
+    if !finalizers.iter().any(|f| f == FINALIZER_DRAIN) {
+        return Ok(());
+    }
+    let rest: Vec<&String> = finalizers
+        .iter()
+        .filter(|f| *f != FINALIZER_DRAIN)
+        .collect();
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": wc.metadata.resource_version, "finalizers": rest}});
+    match wcs
+        .patch(
+            name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(anyhow!(api_message(&e))).context(format!(
+            "releasing the drain finalizer of WorkerCluster {name}"
+        )),
+    }
+}
+
+/// Waits until a deleted WorkerCluster is gone (the controller drained its mirrors).
+async fn wait_drained(
+    wcs: &Api<WorkerCluster>,
+    name: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut told = false;
+    loop {
+        match wcs
+            .get_opt(name)
+            .await
+            .map_err(|e| anyhow!(api_message(&e)))?
+        {
+            None => return Ok(()),
+            Some(_) if tokio::time::Instant::now() >= deadline => bail!(
+                "WorkerCluster {name} is being removed: Courier is still deleting its mirrors there \
+                 (the WorkerCluster goes once they are gone, or once the worker stayed unreachable for \
+                 the worker-lost timeout); use --force to let go of them now"
+            ),
+            Some(_) => {
+                if !told {
+                    println!("Courier is deleting its mirrors on {name}...");
+                    told = true;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
 }
 
 async fn patch_paused(client: &Client, name: &str, paused: bool) -> anyhow::Result<()> {

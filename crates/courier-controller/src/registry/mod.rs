@@ -285,10 +285,11 @@ fn apply_worker_cluster(shared: &Arc<Shared>, wc: WorkerCluster) {
             old.metadata.labels != wc.metadata.labels || old.spec != wc.spec || removal;
         let secret_changed = old.spec.kubeconfig_secret_ref != wc.spec.kubeconfig_secret_ref;
         let recreated = old.metadata.uid != wc.metadata.uid;
+        existing.set_worker_cluster(wc);
         if removal {
             info!(cluster = %name, "WorkerCluster is being removed: draining its mirrors");
+            shared.requeue_placed_on(&name);
         }
-        existing.set_worker_cluster(wc);
         if secret_changed || recreated || removal {
             existing.wake.notify_one();
         }
