@@ -65,14 +65,14 @@ fn refused(e: &CallError) -> bool {
     matches!(e.code(), Some(400 | 403 | 422))
 }
 
-/// The worker gave no answer and is not answering since.
-fn unanswered(e: &CallError, handle: &Cluster) -> bool {
-    let no_answer = e.is_unreachable()
+/// The worker gave no answer (whether it is not answering since is for the probe to tell, and for
+/// `decide` to judge from the cluster's readiness).
+fn unanswered(e: &CallError) -> bool {
+    e.is_unreachable()
         || matches!(
             e,
             CallError::CircuitOpen(_) | CallError::NotConnected(_) | CallError::Busy(_)
-        );
-    no_answer && (handle.stalled() || handle.circuit_is_open() || !handle.is_ready())
+        )
 }
 
 /// The server's own words where it gave some.
@@ -183,7 +183,7 @@ async fn perform(
                 Err(e) => {
                     let result = if refused(&e) {
                         "refused"
-                    } else if unanswered(&e, &handle) {
+                    } else if unanswered(&e) {
                         "unanswered"
                     } else {
                         "error"
@@ -305,17 +305,32 @@ fn turned_down(
     e: CallError,
     what: impl FnOnce() -> String,
 ) -> Result<End, ReconcileError> {
-    let kind = if refused(&e) {
-        AvoidKind::Refused
-    } else if unanswered(&e, handle) {
-        AvoidKind::Unanswered
-    } else {
-        return Err(step(what())(e));
-    };
-    warn!(cluster = %handle.name, error = %e, ?kind, "the worker turned the mirror down; trying elsewhere");
-    shared.avoid(key, &origin.uid, &handle.name, kind, &server_message(&e));
-    shared.queue.add(key.clone());
-    Ok(End::Again(Duration::ZERO))
+    if refused(&e) {
+        warn!(cluster = %handle.name, error = %e, "the worker refused the mirror; trying elsewhere");
+        shared.avoid(
+            key,
+            &origin.uid,
+            &handle.name,
+            AvoidKind::Refused,
+            &server_message(&e),
+        );
+        shared.queue.add(key.clone());
+        return Ok(End::Again(Duration::ZERO));
+    }
+    if unanswered(&e) {
+        // Moves the Job only once the worker counts as not answering (its probe failed, or its
+        // calls stall); a dropped connection on a worker that answers again is simply retried.
+        info!(cluster = %handle.name, error = %e, "no answer to the mirror's create");
+        shared.avoid(
+            key,
+            &origin.uid,
+            &handle.name,
+            AvoidKind::Unanswered,
+            &server_message(&e),
+        );
+        return Ok(End::Again(shared.tuning.short_retry));
+    }
+    Err(step(what())(e))
 }
 
 async fn write_status(

@@ -78,11 +78,6 @@ impl Cluster {
         }
     }
 
-    /// Calls fail fast (a timeout or connection failure, no successful probe since).
-    pub fn circuit_is_open(&self) -> bool {
-        self.circuit_open()
-    }
-
     /// Lets calls through again (a probe succeeded).
     pub fn close_circuit(&self) {
         *self.circuit.lock_or_recover() = None;

@@ -450,7 +450,11 @@ impl<'a> Plan<'a> {
         let refused = (!existed)
             .then(|| self.input.hints.avoided(&intent.cluster, self.now()))
             .flatten()
-            .filter(|a| a.kind != AvoidKind::Foreign)
+            .filter(|a| match a.kind {
+                AvoidKind::Foreign => false,
+                AvoidKind::Refused => true,
+                AvoidKind::Unanswered => self.unresponsive(&intent.cluster),
+            })
             .cloned();
         match self.observation(&intent.cluster) {
             MirrorObservation::Present(m) => {

@@ -198,11 +198,20 @@ impl<'a> Plan<'a> {
             let why = match a.kind {
                 AvoidKind::Foreign => Ineligibility::Conflict,
                 AvoidKind::Refused => Ineligibility::Refused,
-                AvoidKind::Unanswered => Ineligibility::Unanswered,
+                AvoidKind::Unanswered if self.unresponsive(cluster) => Ineligibility::Unanswered,
+                AvoidKind::Unanswered => continue,
             };
             out.entry(cluster.clone()).or_insert(why);
         }
         out
+    }
+
+    /// The cluster does not answer: its probe failed (not Ready), its calls stall, or it is gone.
+    /// An unanswered create counts only then (a dropped connection on a worker that answers again
+    /// is just retried).
+    pub(super) fn unresponsive(&self, cluster: &str) -> bool {
+        self.cluster_view(cluster)
+            .is_none_or(|c| !c.ready || c.degraded)
     }
 
     /// A name-conflict verdict about `cluster` is in force.

@@ -137,6 +137,16 @@ fn an_unanswered_create_moves_the_job_on() {
         note.contains("did not answer") && note.contains("deleted once it answers"),
         "{note}"
     );
+    // A worker that answers again (a dropped connection, not an outage) is simply retried.
+    let mut w = World::new().with_intent("a", 1, 0);
+    refuse(&mut w, "a", AvoidKind::Unanswered, "connection reset");
+    assert_eq!(
+        kinds(&w.decide()),
+        ["EnsureNamespace(a)", "CreateMirror(a,1)"]
+    );
+    // Calls to it stall: that counts as not answering.
+    w.clusters[0].degraded = true;
+    assert_eq!(kinds(&w.decide())[0], "WriteIntent(b,2,0)");
     // Once it answers, the epoch-1 mirror it created late is fenced.
     let mut w = World::new()
         .with_intent("b", 2, 0)
