@@ -136,13 +136,7 @@ async fn a_change_the_worker_refuses_is_announced_or_applied_by_recreating() {
     );
 
     // Allowed again: the change flows (with the suspend).
-    use_token(
-        &env,
-        "w1",
-        "full",
-        kubesim::kinds::ssar::RuleSet::allow_all(),
-    )
-    .await;
+    allow_everything(&env, "w1").await;
     merge_patch(&env.mc, "rigid", json!({"spec": {"suspend": true}})).await;
     env.wait_mirror("w1", "rigid", "suspended with parallelism 2", |m| {
         is_true(m, "Suspended") && active(m) == 0 && m["spec"]["parallelism"] == json!(2)
@@ -174,13 +168,10 @@ async fn a_change_the_worker_refuses_is_announced_or_applied_by_recreating() {
 /// budget of 0, failed the Job with DispatchFailed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspending_never_uses_the_redispatch_budget() {
-    let env = Env::with(Setup {
-        cfg: ControllerConfig {
-            max_redispatch: 0,
-            ..config()
-        },
-        ..Default::default()
-    })
+    let env = Env::with(Setup::cfg(ControllerConfig {
+        max_redispatch: 0,
+        ..config()
+    }))
     .await;
     submit(&env.mc, job("napper", 60)).await;
     for round in 0..2 {
@@ -226,13 +217,10 @@ async fn suspending_never_uses_the_redispatch_budget() {
 /// Point 10. Before the fix finished mirrors stayed on the worker until the origin was deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finished_mirrors_are_deleted_after_the_ttl() {
-    let env = Env::with(Setup {
-        cfg: ControllerConfig {
-            finished_mirror_ttl: Some(Duration::from_secs(2)),
-            ..config()
-        },
-        ..Default::default()
-    })
+    let env = Env::with(Setup::cfg(ControllerConfig {
+        finished_mirror_ttl: Some(Duration::from_secs(2)),
+        ..config()
+    }))
     .await;
     submit(&env.mc, job("tidy", 2)).await;
     let done = wait_finished(&env.mc, "tidy").await;

@@ -71,13 +71,7 @@ async fn a_worker_that_refuses_the_mirror_is_skipped_with_a_warning() {
         "{retried} creates in 4 s: not backing off (1 s doubling)"
     );
     // The refusal is lifted: the Job runs there, and the condition says so.
-    use_token(
-        &env,
-        "w1",
-        "full",
-        kubesim::kinds::ssar::RuleSet::allow_all(),
-    )
-    .await;
+    allow_everything(&env, "w1").await;
     let done = wait_finished(&env.mc, "eu-only").await;
     assert_eq!(label(&done, "courier.dev/cluster"), Some("w1"));
     let (status, reason, _) = condition_srm(&done, "courier.dev/Placed").unwrap_or_default();
@@ -244,18 +238,7 @@ async fn a_mirror_is_never_deleted_on_a_lagging_cache() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_conflict_is_checked_again_once_the_other_job_is_gone() {
     let env = Env::start().await;
-    ensure_namespace(env.worker("w1"), JOBS_NS).await;
-    let mut foreign = job("clash", LONG);
-    foreign["spec"]
-        .as_object_mut()
-        .map(|s| s.remove("managedBy"));
-    jobs(env.worker("w1"), JOBS_NS)
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(foreign).unwrap_or_else(|e| panic!("{e}")),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    create_foreign_job(env.worker("w1"), "clash").await;
     submit(&env.mc, selector(job("clash", 2), "region=eu")).await;
     wait_event(&env.mc, "clash", "MirrorConflict").await;
     jobs(env.worker("w1"), JOBS_NS)

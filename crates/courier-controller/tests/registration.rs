@@ -35,13 +35,10 @@ async fn worker_cluster(c: &kube::Client, name: &str) -> Option<WorkerCluster> {
 /// w1 for good, and the Jobs counted as lost (with a budget of 0: failed with DispatchFailed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_workercluster_drains_its_mirrors() {
-    let env = Env::with(Setup {
-        cfg: ControllerConfig {
-            max_redispatch: 0,
-            ..config()
-        },
-        ..Default::default()
-    })
+    let env = Env::with(Setup::cfg(ControllerConfig {
+        max_redispatch: 0,
+        ..config()
+    }))
     .await;
     submit(&env.mc, job("movable", LONG)).await;
     env.wait_mirror("w1", "movable", "running", |m| {
@@ -101,13 +98,10 @@ async fn deleting_a_workercluster_drains_its_mirrors() {
 /// Point 16, unreachable worker. Before the fix nothing held the WorkerCluster at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_removed_worker_that_never_answers_is_released_after_the_worker_lost_timeout() {
-    let env = Env::with(Setup {
-        cfg: ControllerConfig {
-            worker_lost_timeout: Duration::from_secs(4),
-            ..config()
-        },
-        ..Default::default()
-    })
+    let env = Env::with(Setup::cfg(ControllerConfig {
+        worker_lost_timeout: Duration::from_secs(4),
+        ..config()
+    }))
     .await;
     submit(&env.mc, job("stranded", LONG)).await;
     env.wait_mirror("w1", "stranded", "running", |m| {

@@ -374,6 +374,16 @@ impl Default for Setup {
     }
 }
 
+impl Setup {
+    /// The default setup with this controller configuration.
+    pub fn cfg(cfg: ControllerConfig) -> Self {
+        Self {
+            cfg,
+            ..Default::default()
+        }
+    }
+}
+
 /// Every right, except `verbs` on Jobs in the jobs namespace (a cluster-wide access review still
 /// says yes, so the worker stays Ready; the real requests get the real 403).
 pub fn denying_in_jobs_ns(verbs: &[&str]) -> RuleSet {
@@ -629,4 +639,23 @@ pub async fn use_token(env: &Env, name: &str, user: &str, rules: RuleSet) {
         },
     )
     .await;
+}
+
+/// Creates someone else's Job named `name` on a worker (no Courier labels, no managedBy); returns it.
+pub async fn create_foreign_job(worker: &Client, name: &str) -> DynamicObject {
+    ensure_namespace(worker, JOBS_NS).await;
+    let mut foreign = job(name, 600);
+    foreign["spec"]
+        .as_object_mut()
+        .map(|s| s.remove("managedBy"));
+    let obj = serde_json::from_value(foreign).unwrap_or_else(|e| panic!("{e}"));
+    jobs(worker, JOBS_NS)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating a foreign Job: {e}"))
+}
+
+/// Gives the controller's credentials for worker `name` every right again (a new token `full`).
+pub async fn allow_everything(env: &Env, name: &str) {
+    use_token(env, name, "full", RuleSet::allow_all()).await;
 }

@@ -85,6 +85,20 @@ impl World {
         })
     }
 
+    /// Decides on the cached view only (no fresh origin JSON at hand).
+    fn decide_cached(&self) -> Decision {
+        let view = OriginView::from_json(&self.origin).expect("origin view");
+        decide(&ReconcileInput {
+            origin: &view,
+            origin_json: None,
+            mirrors: &self.mirrors,
+            clusters: &self.clusters,
+            config: &self.config,
+            hints: &self.hints,
+            now: self.now,
+        })
+    }
+
     /// Marks the origin as dispatched to `cluster` at `epoch` (intent written).
     fn with_intent(mut self, cluster: &str, epoch: u64, redispatches: u32) -> Self {
         let meta = &mut self.origin["metadata"];
@@ -787,16 +801,7 @@ fn one_origin_write_per_decision() {
 #[test]
 fn missing_origin_json_or_unbuildable_mirror_waits() {
     let w = World::new().with_intent("a", 1, 0);
-    let view = OriginView::from_json(&w.origin).expect("view");
-    let d = decide(&ReconcileInput {
-        origin: &view,
-        origin_json: None,
-        mirrors: &w.mirrors,
-        clusters: &w.clusters,
-        config: &w.config,
-        hints: &w.hints,
-        now: w.now,
-    });
+    let d = w.decide_cached();
     assert!(d.needs_fresh_origin && d.chains.is_empty());
     let mut w = w;
     w.config.origin_id = "not a label".into();

@@ -262,16 +262,7 @@ fn a_mirror_ahead_of_the_cache_needs_a_fresh_origin() {
         .reported("a", 1)
         .mirror("a", 1, running())
         .mirror("b", 2, running());
-    let view = OriginView::from_json(&w.origin).expect("view");
-    let cached = decide(&ReconcileInput {
-        origin: &view,
-        origin_json: None,
-        mirrors: &w.mirrors,
-        clusters: &w.clusters,
-        config: &w.config,
-        hints: &w.hints,
-        now: w.now,
-    });
+    let cached = w.decide_cached();
     assert!(cached.needs_fresh_origin);
     assert!(
         cached.chains.is_empty(),
@@ -285,16 +276,7 @@ fn a_mirror_ahead_of_the_cache_needs_a_fresh_origin() {
         .reported("b", 2)
         .mirror("a", 1, running())
         .mirror("b", 2, running());
-    let view = OriginView::from_json(&w.origin).expect("view");
-    let cached = decide(&ReconcileInput {
-        origin: &view,
-        origin_json: None,
-        mirrors: &w.mirrors,
-        clusters: &w.clusters,
-        config: &w.config,
-        hints: &w.hints,
-        now: w.now,
-    });
+    let cached = w.decide_cached();
     assert!(!cached.needs_fresh_origin);
     assert!(kinds(&cached).contains(&"DeleteMirror(a,mirror-uid-1)".to_string()));
 }
@@ -386,16 +368,7 @@ fn a_changed_template_is_patched_with_its_hash() {
         Some(json!("ssd"))
     );
     // Without the origin's template at hand, decide asks for a fresh read.
-    let view = OriginView::from_json(&w.origin).expect("view");
-    let d = decide(&ReconcileInput {
-        origin: &view,
-        origin_json: None,
-        mirrors: &w.mirrors,
-        clusters: &w.clusters,
-        config: &w.config,
-        hints: &w.hints,
-        now: w.now,
-    });
+    let d = w.decide_cached();
     assert!(d.needs_fresh_origin);
 }
 
