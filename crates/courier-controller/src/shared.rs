@@ -321,10 +321,17 @@ impl Shared {
                 .with_label_values(&[&c.name])
                 .set(i64::from(self.origins.placed_on(&c.name)));
             let mut counts: HashMap<&str, i64> = MIRROR_STATES.iter().map(|s| (*s, 0)).collect();
+            let aliases = self.registry.aliases_of(&c.name);
             for (key, e) in c.mirrors.entries() {
                 let origin = self.origins.get(&key);
-                let state = if gc::verdict(&self.cfg.origin_id, &c.name, &e.view, origin.as_deref())
-                    .is_some()
+                let state = if gc::verdict(
+                    &self.cfg.origin_id,
+                    &c.name,
+                    &aliases,
+                    &e.view,
+                    origin.as_deref(),
+                )
+                .is_some()
                 {
                     STALE
                 } else {

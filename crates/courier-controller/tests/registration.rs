@@ -185,6 +185,44 @@ async fn a_second_registration_of_the_same_server_is_refused_and_harms_nothing()
     env.stop().await;
 }
 
+/// Point 15, found late: a registration used for a while turns out to duplicate an older one
+/// (whose address only answered later). Its Job keeps running and reporting through the older
+/// registration's view; nothing is deleted or re-dispatched because of the duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_found_to_duplicate_an_older_one_keeps_its_jobs() {
+    let env = Env::with(Setup {
+        register: false,
+        ..Default::default()
+    })
+    .await;
+    let w2 = env.worker_sim("w2");
+    let proxy = Proxy::start(w2.addr, false).await;
+    let alias = proxy.kubeconfig(&w2.kubeconfig(), w2.addr.port(), "localhost");
+    register(&env.mc, "alias", &alias, &[]).await;
+    wait_ready_reason(&env.mc, "alias", "False", "Unreachable").await;
+    register(&env.mc, "w2", &w2.kubeconfig(), &[]).await;
+    wait_ready_reason(&env.mc, "w2", "True", "Connected").await;
+    submit(&env.mc, job("survivor", 100)).await;
+    let m = env
+        .wait_mirror("w2", "survivor", "running", |m| {
+            m["status"]["active"] == json!(1)
+        })
+        .await;
+    proxy.set_forward(true);
+    let message = wait_ready_reason(&env.mc, "w2", "False", "DuplicateCluster").await;
+    assert!(message.contains("alias"), "{message}");
+    let done = wait_finished(&env.mc, "survivor").await;
+    assert!(is_true(&done, "Complete"), "{done:#}");
+    assert_eq!(label(&done, "courier.dev/cluster"), Some("w2"));
+    assert_eq!(annotation(&done, "courier.dev/epoch"), Some("1"));
+    let still = env.mirror("w2", "survivor").await.unwrap_or_default();
+    assert_eq!(
+        still["metadata"]["uid"], m["metadata"]["uid"],
+        "never deleted"
+    );
+    env.stop().await;
+}
+
 /// Point 19. Before the fix the mirror watch kept retrying next to the probe, and each watch
 /// failure woke the probe at once: several connection attempts per backoff period, for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

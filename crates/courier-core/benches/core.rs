@@ -142,6 +142,7 @@ fn clusters(n: usize) -> Vec<ClusterView> {
             current_mirrors: (i * 37 % 101) as u32,
             degraded: false,
             draining: false,
+            duplicate: false,
         })
         .collect()
 }

@@ -39,6 +39,9 @@ pub struct ClusterView {
     pub degraded: bool,
     /// The WorkerCluster is being deleted: never chosen; Jobs there move elsewhere.
     pub draining: bool,
+    /// A later registration of an API server another WorkerCluster registers: never chosen (Jobs
+    /// placed through it before that was known keep running there).
+    pub duplicate: bool,
 }
 
 impl ClusterView {
@@ -69,6 +72,7 @@ impl ClusterView {
                 .unwrap_or(0),
             degraded: false,
             draining: wc.metadata.deletion_timestamp.is_some(),
+            duplicate: false,
         })
     }
 }
@@ -79,6 +83,8 @@ pub enum Ineligibility {
     SelectorMismatch,
     /// The WorkerCluster is being deleted.
     Removing,
+    /// Another WorkerCluster registers the same API server.
+    Duplicate,
     /// Excluded for this Job: someone else's Job holds its name there.
     Conflict,
     /// Excluded for this Job: its mirror (or the worker) was lost there.
@@ -104,6 +110,7 @@ impl fmt::Display for Ineligibility {
         f.write_str(match self {
             Ineligibility::SelectorMismatch => "not matching the cluster selector",
             Ineligibility::Removing => "being removed",
+            Ineligibility::Duplicate => "a duplicate registration",
             Ineligibility::Conflict => "holding another Job of that name",
             Ineligibility::Lost => "lost for this Job",
             Ineligibility::Refused => "refused the mirror",
@@ -192,6 +199,8 @@ pub fn ineligibility(
         Some(Ineligibility::SelectorMismatch)
     } else if cluster.draining {
         Some(Ineligibility::Removing)
+    } else if cluster.duplicate {
+        Some(Ineligibility::Duplicate)
     } else if let Some(why) = excluded.get(&cluster.name) {
         Some(*why)
     } else if cluster.paused {
@@ -279,6 +288,7 @@ mod tests {
             current_mirrors: 0,
             degraded: false,
             draining: false,
+            duplicate: false,
         }
     }
 
@@ -365,7 +375,9 @@ mod tests {
         let conflicted = cluster("c", &[("region", "eu")]);
         let mut removing = cluster("r", &[("region", "eu")]);
         removing.draining = true;
-        let all = vec![paused, down, zero, us, conflicted, removing];
+        let mut twice = cluster("t", &[("region", "eu")]);
+        twice.duplicate = true;
+        let all = vec![paused, down, zero, us, conflicted, removing, twice];
         let excluded = Exclusions::from([("c".to_string(), Ineligibility::Conflict)]);
         let err = choose_cluster(&all, Some("region=eu"), &excluded).expect_err("none eligible");
         assert_eq!(
@@ -377,6 +389,7 @@ mod tests {
                     ("d".into(), Ineligibility::NotReady),
                     ("p".into(), Ineligibility::Paused),
                     ("r".into(), Ineligibility::Removing),
+                    ("t".into(), Ineligibility::Duplicate),
                     ("us".into(), Ineligibility::SelectorMismatch),
                     ("z".into(), Ineligibility::ZeroWeight),
                 ]
@@ -384,7 +397,8 @@ mod tests {
         );
         let text = err.to_string();
         for part in [
-            "no eligible WorkerCluster among 6",
+            "no eligible WorkerCluster among 7",
+            "a duplicate registration: t",
             "not matching selector \"region=eu\": us",
             "holding another Job of that name: c",
             "being removed: r",

@@ -99,6 +99,7 @@ impl Sim {
                     current_mirrors: 0,
                     degraded: false,
                     draining: false,
+                    duplicate: false,
                 },
                 reachable: true,
                 refuses: false,

@@ -55,13 +55,20 @@ pub struct Inputs {
 }
 
 /// Reads the caches for `key`; `None` when no managed origin has that name.
+///
+/// A duplicate registration (`DuplicateCluster`) is never eligible for placement, and shows the
+/// health and the mirror of the registration it duplicates (the same API server) for a Job placed
+/// through it before the duplicate was known, which is then followed, not fenced.
 pub fn gather(shared: &Shared, key: &ObjectKey) -> Option<Inputs> {
     let entry = shared.origins.get(key)?;
+    let intent_cluster = entry.view.intent().map(|i| i.cluster);
     let mut mirrors = BTreeMap::new();
     let mut observed_at = HashMap::new();
     let mut clusters = Vec::new();
     for c in shared.registry.all() {
-        let health = c.health();
+        let base = c.duplicate_of().and_then(|b| shared.registry.get(&b));
+        let server = base.as_deref().unwrap_or(&c);
+        let health = server.health();
         let wc = c.worker_cluster();
         clusters.push(ClusterView {
             name: c.name.clone(),
@@ -77,11 +84,20 @@ pub fn gather(shared: &Shared, key: &ObjectKey) -> Option<Inputs> {
             },
             server_version: health.server_version.clone(),
             current_mirrors: shared.origins.placed_on(&c.name),
-            degraded: c.stalled(),
+            degraded: server.stalled(),
             draining: c.draining(),
+            duplicate: base.is_some(),
         });
-        let observation = if health.ready() && c.mirrors.is_synced() {
-            match c.mirrors.get(key) {
+        let placed_here = intent_cluster.as_deref() == Some(c.name.as_str());
+        let placed_on_alias = intent_cluster
+            .as_deref()
+            .and_then(|i| shared.registry.get(i))
+            .is_some_and(|i| i.duplicate_of().as_deref() == Some(c.name.as_str()));
+        let observation = if (base.is_some() && !placed_here) || placed_on_alias {
+            // One Job under two names: read through the name it was placed with only.
+            MirrorObservation::Unknown
+        } else if health.ready() && server.mirrors.is_synced() {
+            match server.mirrors.get(key) {
                 Some(m) => {
                     observed_at.insert(c.name.clone(), m.observed_at);
                     MirrorObservation::Present(Box::new((*m.view).clone()))

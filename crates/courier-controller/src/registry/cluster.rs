@@ -115,17 +115,19 @@ async fn cycle(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState)
         return st.backoff.next_delay();
     };
     // The same server registered before under another name: known without a network call.
-    if let Some(why) = lifecycle::duplicate_of(shared, cluster) {
-        return duplicate(shared, cluster, st, why).await;
+    if let Some((other, why)) = lifecycle::duplicate_of(shared, cluster) {
+        return duplicate(shared, cluster, st, other, why).await;
     }
     let (version, namespace_uid) = match probe(shared, &conn).await {
         Ok(v) => v,
         Err((reason, message)) => return failed(shared, cluster, st, reason, message).await,
     };
     cluster.set_identity(|i| i.namespace_uid = Some(namespace_uid));
-    if let Some(why) = lifecycle::duplicate_of(shared, cluster) {
-        return duplicate(shared, cluster, st, why).await;
+    if let Some((other, why)) = lifecycle::duplicate_of(shared, cluster) {
+        return duplicate(shared, cluster, st, other, why).await;
     }
+    cluster.set_duplicate_of(None);
+    lifecycle::claim_later_duplicates(shared, cluster);
     cluster.close_circuit();
     st.backoff.reset();
     if st.fresh_watch {
@@ -195,14 +197,21 @@ async fn failed(
     st.backoff.next_delay()
 }
 
-/// Another, older registration has the same API server: this one is never used (no watch, no
-/// probe writes, no placement, no garbage collection) and looks again every backoff cap.
+/// Another, older registration has the same API server: this one is never used for placement or
+/// garbage collection and has no watch of its own (Jobs placed through it before that was known
+/// are followed through the older one's), and it looks again every backoff cap.
 async fn duplicate(
     shared: &Arc<Shared>,
     cluster: &Arc<Cluster>,
     st: &mut TaskState,
+    other: String,
     why: String,
 ) -> Duration {
+    if cluster.duplicate_of().as_ref() != Some(&other) {
+        cluster.set_duplicate_of(Some(other));
+        // Origins placed through it are now followed through the other registration.
+        shared.requeue_placed_on(&cluster.name);
+    }
     stop_watch(cluster, st);
     st.sweep = true;
     if set_health(

@@ -6,7 +6,10 @@
 //!   server under another address). The later registration (creationTimestamp, then name) of two
 //!   that match is `Ready=False`, `DuplicateCluster`, naming the other: never Ready, so placement
 //!   and garbage collection never use it, its mirror watch does not run, and nothing is deleted
-//!   because of it. Once the older one is gone it may turn Ready.
+//!   because of it. An older registration that turns usable marks the later ones at once, before
+//!   it sweeps: a Job placed through a later one before it was known to be a duplicate is the same
+//!   Job, followed through the older one's cache (`origin::reconcile::gather`) and not fenced
+//!   (`gc::verdict`'s aliases). Once the older one is gone the later one may turn Ready.
 //! - **Removal drains.** The leader adds the finalizer `courier.dev/drain-mirrors` to every
 //!   WorkerCluster it sees. A deleted one stays registered, *draining*: not eligible for placement;
 //!   `decide` moves its Jobs elsewhere and deletes their mirrors there, garbage collection the rest.
@@ -75,8 +78,8 @@ fn server_of(shared: &Shared, other: &Cluster) -> Option<String> {
     Some(normalize_server(&checked.server))
 }
 
-/// Why `me` duplicates an older registration, or `None`.
-pub fn duplicate_of(shared: &Shared, me: &Cluster) -> Option<String> {
+/// The older registration `me` duplicates and why, or `None`.
+pub fn duplicate_of(shared: &Shared, me: &Cluster) -> Option<(String, String)> {
     let mine = me.identity();
     let my_age = age_key(me);
     for other in shared.registry.all() {
@@ -86,21 +89,48 @@ pub fn duplicate_of(shared: &Shared, me: &Cluster) -> Option<String> {
         if let Some(server) = &mine.server
             && server_of(shared, &other).as_ref() == Some(server)
         {
-            return Some(format!(
-                "WorkerCluster {} already registers the API server {server}; this later registration is not used",
-                other.name
+            return Some((
+                other.name.clone(),
+                format!(
+                    "WorkerCluster {} already registers the API server {server}; this later registration is not used",
+                    other.name
+                ),
             ));
         }
         if let Some(uid) = &mine.namespace_uid
             && other.identity().namespace_uid.as_ref() == Some(uid)
         {
-            return Some(format!(
-                "WorkerCluster {} already registers this API server (same kube-system namespace UID {uid}); this later registration is not used",
-                other.name
+            return Some((
+                other.name.clone(),
+                format!(
+                    "WorkerCluster {} already registers this API server (same kube-system namespace UID {uid}); this later registration is not used",
+                    other.name
+                ),
             ));
         }
     }
     None
+}
+
+/// Marks the later registrations of `me`'s API server as its duplicates at once (before `me`
+/// turns Ready and sweeps its mirrors: a Job placed through a later one is the same Job, not a
+/// stale one), and wakes them so their condition says so.
+pub fn claim_later_duplicates(shared: &Shared, me: &Cluster) {
+    let mine = me.identity();
+    let my_age = age_key(me);
+    for other in shared.registry.all() {
+        if other.name == me.name || age_key(&other) <= my_age {
+            continue;
+        }
+        let same_server = mine.server.is_some() && server_of(shared, &other) == mine.server;
+        let same_uid =
+            mine.namespace_uid.is_some() && other.identity().namespace_uid == mine.namespace_uid;
+        if (same_server || same_uid) && other.duplicate_of().as_deref() != Some(me.name.as_str()) {
+            other.set_duplicate_of(Some(me.name.clone()));
+            other.wake.notify_one();
+            shared.requeue_placed_on(&other.name);
+        }
+    }
 }
 
 /// The UID of the worker's `kube-system` namespace.

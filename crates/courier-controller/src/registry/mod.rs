@@ -101,6 +101,8 @@ pub struct Cluster {
     namespaces: Mutex<HashSet<String>>,
     /// What identifies the API server behind it (duplicate registrations).
     identity: RwLock<lifecycle::Identity>,
+    /// The older WorkerCluster registering the same API server, while this one is a duplicate.
+    duplicate_of: RwLock<Option<String>>,
     pub cancel: CancellationToken,
     request_timeout: std::time::Duration,
 }
@@ -135,6 +137,7 @@ impl Cluster {
             wake: Notify::new(),
             namespaces: Mutex::new(HashSet::new()),
             identity: RwLock::new(lifecycle::Identity::default()),
+            duplicate_of: RwLock::new(None),
             cancel,
             request_timeout: shared.tuning.request_timeout,
         }
@@ -154,6 +157,15 @@ impl Cluster {
 
     fn set_identity(&self, f: impl FnOnce(&mut lifecycle::Identity)) {
         f(&mut self.identity.write_or_recover());
+    }
+
+    /// The older registration of the same API server, while this one is a duplicate.
+    pub fn duplicate_of(&self) -> Option<String> {
+        self.duplicate_of.read_or_recover().clone()
+    }
+
+    fn set_duplicate_of(&self, other: Option<String>) {
+        *self.duplicate_of.write_or_recover() = other;
     }
 
     /// The WorkerCluster is being deleted (its mirrors are drained, no new placements).
@@ -263,6 +275,15 @@ impl Registry {
 
     fn remove(&self, name: &str) -> Option<Arc<Cluster>> {
         self.clusters.write_or_recover().remove(name)
+    }
+
+    /// Later registrations of the same API server as `name` (duplicates of it).
+    pub fn aliases_of(&self, name: &str) -> Vec<String> {
+        self.all()
+            .into_iter()
+            .filter(|c| c.duplicate_of().as_deref() == Some(name))
+            .map(|c| c.name.clone())
+            .collect()
     }
 
     /// Wakes every cluster task (e.g. after gaining leadership: status must be written).

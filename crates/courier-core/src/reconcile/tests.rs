@@ -49,6 +49,7 @@ fn cluster(name: &str) -> ClusterView {
         current_mirrors: 0,
         degraded: false,
         draining: false,
+        duplicate: false,
     }
 }
 
