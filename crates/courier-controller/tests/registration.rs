@@ -223,6 +223,31 @@ async fn a_registration_found_to_duplicate_an_older_one_keeps_its_jobs() {
     env.stop().await;
 }
 
+/// A worker restart drops every connection but answers at once: it never counts as not answering
+/// (a Job whose create hit the dropped connection would otherwise move away). Before the probe
+/// retried on a broken pooled connection, 10 restarts showed the worker not Ready 3 times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarting_worker_stays_ready() {
+    let env = Env::start().await;
+    let mut not_ready = 0;
+    for _ in 0..10 {
+        env.worker_sim("w1").restart();
+        for _ in 0..20 {
+            if env
+                .ctl
+                .clusters()
+                .iter()
+                .any(|c| c.name == "w1" && !c.ready)
+            {
+                not_ready += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+    assert_eq!(not_ready, 0, "samples with w1 not Ready");
+    env.stop().await;
+}
+
 /// Point 19. Before the fix the mirror watch kept retrying next to the probe, and each watch
 /// failure woke the probe at once: several connection attempts per backoff period, for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

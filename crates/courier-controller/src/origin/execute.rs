@@ -149,7 +149,7 @@ async fn perform(
                 )))?;
             write_through(shared, key, &obj);
             shared.queue.add(key.clone());
-            info!(cluster, epoch, "placement intent written");
+            debug!(cluster, epoch, "placement intent written");
         }
         Action::EnsureNamespace {
             cluster: c,

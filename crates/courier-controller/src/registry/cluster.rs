@@ -388,6 +388,23 @@ fn restart_watch(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskStat
     st.watch = Some(token);
 }
 
+/// Runs a probe call again when it failed on a pooled connection that broke under it (a server
+/// restart, a load balancer: every pooled connection is dead then, each fails once). Failures to
+/// connect are not retried: a dead worker costs one connection attempt per probe.
+async fn fresh<T, F, Fut>(mut call: F) -> Result<T, CallError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, CallError>>,
+{
+    let mut left = 4;
+    loop {
+        match call().await {
+            Err(CallError::Dropped(_)) if left > 0 => left -= 1,
+            other => return other,
+        }
+    }
+}
+
 /// `/version` (retrying server errors twice), a SelfSubjectAccessReview per required right, and
 /// the `kube-system` namespace's UID (the worker's identity). Returns the version and the UID.
 async fn probe(
@@ -397,12 +414,13 @@ async fn probe(
     let deadline = shared.tuning.request_timeout;
     let mut attempt: u64 = 0;
     let info = loop {
-        match with_timeout(deadline, conn.request.apiserver_version()).await {
+        match fresh(|| with_timeout(deadline, conn.request.apiserver_version())).await {
             Ok(v) => break v,
             Err(e) if attempt < 2 && matches!(e.code(), Some(c) if c >= 500 || c == 429) => {
                 attempt += 1;
                 tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
             }
+
             Err(e) => return Err(classify(&conn.server, &e)),
         }
     };
@@ -412,7 +430,7 @@ async fn probe(
     // per worker per probe (measured: most of an idle controller's CPU, docs/benchmarks.md).
     let mut missing = Vec::new();
     for (verb, group, resource) in crate::api_calls::worker_rights() {
-        let r = allowed(conn, verb, group, resource, deadline).await;
+        let r = fresh(|| allowed(conn, verb, group, resource, deadline)).await;
         match r {
             Ok(true) => {}
             Ok(false) => missing.push(if group.is_empty() {
@@ -433,7 +451,7 @@ async fn probe(
             ),
         ));
     }
-    let uid = lifecycle::kube_system_uid(conn, deadline)
+    let uid = fresh(|| lifecycle::kube_system_uid(conn, deadline))
         .await
         .map_err(|e| classify(&conn.server, &e))?;
     Ok((info.git_version, uid))
@@ -477,7 +495,7 @@ fn classify(server: &str, e: &CallError) -> (&'static str, String) {
             REASON_UNREACHABLE,
             format!("the worker at {server} did not answer within {}", human(*d)),
         ),
-        CallError::Transport(m) => (
+        CallError::Transport(m) | CallError::Dropped(m) => (
             REASON_UNREACHABLE,
             format!("cannot reach the worker at {server}: {m}"),
         ),
