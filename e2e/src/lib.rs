@@ -654,10 +654,20 @@ impl Env {
     /// Starts another `courier run` process (a replica), logging to `controller-<identity>.log`,
     /// with `--identity` and no metrics endpoint; the caller owns it.
     pub fn start_replica(&self, identity: &str, extra: &[&str]) -> anyhow::Result<Proc> {
+        self.start_replica_with(identity, &self.mgmt.kubeconfig, extra)
+    }
+
+    /// [`Self::start_replica`] with its own management kubeconfig (e.g. its own user).
+    pub fn start_replica_with(
+        &self,
+        identity: &str,
+        kubeconfig: &Path,
+        extra: &[&str],
+    ) -> anyhow::Result<Proc> {
         let mut cmd = Command::new(bin("courier")?);
         cmd.arg("run")
             .arg("--kubeconfig")
-            .arg(&self.mgmt.kubeconfig)
+            .arg(kubeconfig)
             .args([
                 "--metrics-addr",
                 "off",

@@ -33,13 +33,13 @@ fn worker_kubeconfig(env: &Env, i: usize) -> anyhow::Result<Value> {
 
 /// Exec and insecure kubeconfigs are refused with InvalidKubeconfig naming the field (and never
 /// the token), a missing Secret is SecretNotFound until it is created; with the flags the refused
-/// ones connect.
+/// ones connect. (One worker each: registrations of one server would be DuplicateCluster.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credential_policy_and_missing_secret() -> anyhow::Result<()> {
     let mut env = Env::start(
         "credentials",
         EnvOptions {
-            workers: 1,
+            workers: 3,
             register_workers: false,
             ..Default::default()
         },
@@ -51,6 +51,8 @@ async fn credential_policy_and_missing_secret() -> anyhow::Result<()> {
 
 async fn credentials_body(env: &mut Env) -> anyhow::Result<()> {
     let kc = worker_kubeconfig(env, 0)?;
+    let kc_insecure = worker_kubeconfig(env, 1)?;
+    let kc_late = worker_kubeconfig(env, 2)?;
     let token = kc["users"][0]["user"]["token"]
         .as_str()
         .unwrap_or_default()
@@ -68,9 +70,9 @@ async fn credentials_body(env: &mut Env) -> anyhow::Result<()> {
     }
     let mut exec = kc.clone();
     exec["users"][0]["user"] = json!({"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": plugin.display().to_string()}});
-    let mut insecure = kc.clone();
-    insecure["clusters"][0]["cluster"] =
-        json!({"server": kc["clusters"][0]["cluster"]["server"], "insecure-skip-tls-verify": true});
+    let mut insecure = kc_insecure.clone();
+    insecure["clusters"][0]["cluster"] = json!({"server": kc_insecure["clusters"][0]["cluster"]["server"],
+                                               "insecure-skip-tls-verify": true});
     let none = BTreeMap::new();
     env.put_kubeconfig_secret("exec-kc", &serde_json::to_string(&exec)?)
         .await?;
@@ -103,7 +105,7 @@ async fn credentials_body(env: &mut Env) -> anyhow::Result<()> {
         .await?;
     ensure!(msg.contains("late-kc"), "message {msg:?}");
     // The Secret appears: the cluster connects without a restart.
-    env.put_kubeconfig_secret("late-kc", &serde_json::to_string(&kc)?)
+    env.put_kubeconfig_secret("late-kc", &serde_json::to_string(&kc_late)?)
         .await?;
     env.wait_cluster_condition("w-late", "True", REASON_CONNECTED, T)
         .await?;

@@ -36,6 +36,17 @@ pub const ANNOTATION_REDISPATCHES: &str = "courier.dev/redispatches";
 pub const ANNOTATION_CLUSTER_SELECTOR: &str = "courier.dev/cluster-selector";
 /// Finalizer on origins that have (or may have) a mirror.
 pub const FINALIZER: &str = "courier.dev/mirror-cleanup";
+/// Finalizer on WorkerClusters: a deleted WorkerCluster stays (draining) until Courier's mirrors on
+/// that worker are gone, or the worker stayed unreachable for the worker-lost timeout.
+pub const FINALIZER_DRAIN: &str = "courier.dev/drain-mirrors";
+/// Annotation on mirrors: hash of the pod template Courier last sent (drift is judged against what
+/// was sent, never against what the worker echoes, which may drop fields it does not know).
+pub const ANNOTATION_TEMPLATE_HASH: &str = "courier.dev/template-hash";
+/// Annotation on mirrors: hash of the mutable spec fields Courier last sent.
+pub const ANNOTATION_SPEC_HASH: &str = "courier.dev/spec-hash";
+/// Label of Jobs queued by Kueue. On an origin it is kept on the mirror; the mirror is then created
+/// suspended and only the worker's Kueue unsuspends it.
+pub const LABEL_KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
 
 /// Default key of the kubeconfig in a WorkerCluster's Secret.
 pub const DEFAULT_KUBECONFIG_KEY: &str = "kubeconfig";
@@ -49,6 +60,12 @@ pub const DEFAULT_NAMESPACE: &str = "courier-system";
 pub const CONDITION_DISPATCHED: &str = "courier.dev/Dispatched";
 /// Reason of the [`CONDITION_DISPATCHED`] condition.
 pub const REASON_MIRROR_CREATED: &str = "MirrorCreated";
+
+/// Origin Job condition type saying whether Courier could place the Job: written False (reason
+/// `NoEligibleCluster`, `MirrorRejected` or `ClusterRemoved`, message listing each cluster and why)
+/// while it cannot, and flipped True (`Placed`) with the first status copied from a mirror. Never
+/// written on a Job that was placed at once.
+pub const CONDITION_PLACED: &str = "courier.dev/Placed";
 
 /// The four template labels the Job controller generates (stripped from mirrors unless
 /// `manualSelector` is true, or the worker rejects the copied selector).

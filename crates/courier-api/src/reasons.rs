@@ -15,16 +15,30 @@ pub const REASON_UNREACHABLE: &str = "Unreachable";
 pub const REASON_UNAUTHORIZED: &str = "Unauthorized";
 /// `Ready=False`: the worker answered 403.
 pub const REASON_FORBIDDEN: &str = "Forbidden";
+/// `Ready=False`: another, older WorkerCluster resolves to the same API server (same server URL or
+/// same `kube-system` namespace UID); this one is never used.
+pub const REASON_DUPLICATE_CLUSTER: &str = "DuplicateCluster";
 
 /// All `Ready` condition reasons, `Connected` first.
-pub const READY_REASONS: [&str; 6] = [
+pub const READY_REASONS: [&str; 7] = [
     REASON_CONNECTED,
     REASON_SECRET_NOT_FOUND,
     REASON_INVALID_KUBECONFIG,
     REASON_UNREACHABLE,
     REASON_UNAUTHORIZED,
     REASON_FORBIDDEN,
+    REASON_DUPLICATE_CLUSTER,
 ];
+
+/// `courier.dev/Placed=True`: a mirror of the Job has reported.
+pub const REASON_PLACED: &str = "Placed";
+/// `courier.dev/Placed=False`: no WorkerCluster can take the Job (the message lists each and why).
+pub const REASON_NO_ELIGIBLE_CLUSTER: &str = "NoEligibleCluster";
+/// `courier.dev/Placed=False`: every eligible worker refused the mirror (quota, policy,
+/// validation) or did not answer; Courier retries with backoff.
+pub const REASON_MIRROR_REJECTED: &str = "MirrorRejected";
+/// `courier.dev/Placed=False`: the Job's WorkerCluster is being removed and no other one can take it.
+pub const REASON_CLUSTER_REMOVED: &str = "ClusterRemoved";
 
 /// Event: a mirror of this epoch exists on a worker (emitted once per epoch, when it first reports).
 pub const EVENT_DISPATCHED: &str = "Dispatched";
@@ -45,6 +59,17 @@ pub const EVENT_MIRROR_LOST: &str = "MirrorLost";
 /// Event: the origin was deleted while its worker was unreachable past the worker-lost timeout; the
 /// mirror there is left to Courier's garbage collection.
 pub const EVENT_MIRROR_ORPHANED: &str = "MirrorOrphaned";
+
+/// Event (Warning): a worker refused to create the mirror (403 quota or policy, 422 validation, an
+/// admission webhook) or did not answer; the message quotes the server. The cluster is skipped for
+/// this Job for a backoff period.
+pub const EVENT_MIRROR_REJECTED: &str = "MirrorRejected";
+/// Event (Warning): a change of the origin's spec cannot be applied to its running mirror (the
+/// worker refused it); the mirror keeps the old spec.
+pub const EVENT_MIRROR_OUT_OF_SYNC: &str = "MirrorOutOfSync";
+/// Event: the mirror was deleted and created again with a new epoch on the same cluster (a change
+/// the worker refused in place, applied while nothing ran).
+pub const EVENT_MIRROR_RECREATED: &str = "MirrorRecreated";
 
 /// Job condition reason Courier uses when it fails an origin it could not keep dispatched.
 pub const JOB_REASON_DISPATCH_FAILED: &str = EVENT_DISPATCH_FAILED;

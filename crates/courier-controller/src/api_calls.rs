@@ -93,6 +93,7 @@ pub const MANAGEMENT_CALLS: &[ApiCall] = &[
     call(M, "events.k8s.io", "events", "", "patch", AnyNamespace, "repeated events on origin Jobs (series count)"),
     call(M, "courier.dev", "workerclusters", "", "list", Cluster, "WorkerCluster registrations (initial list)"),
     call(M, "courier.dev", "workerclusters", "", "watch", Cluster, "WorkerCluster registrations"),
+    call(M, "courier.dev", "workerclusters", "", "patch", Cluster, "drain finalizer: added to every WorkerCluster, removed once a deleted one is drained"),
     call(M, "courier.dev", "workerclusters", "status", "patch", Cluster, "Ready condition, version, mirror count"),
     call(M, "", "secrets", "", "list", OwnNamespace, "worker kubeconfig Secrets (initial list)"),
     call(M, "", "secrets", "", "watch", OwnNamespace, "worker kubeconfig Secrets (rotation)"),
@@ -121,6 +122,7 @@ pub const WORKER_CALLS: &[ApiCall] = &[
     call(W, "batch", "jobs", "", "patch", AnyNamespace, "spec changes flowing down (suspend, parallelism, ...)"),
     call(W, "batch", "jobs", "", "delete", AnyNamespace, "delete stale, orphaned and finished mirrors"),
     call(W, "", "namespaces", "", "create", Cluster, "the origin's namespace when the worker lacks it"),
+    call(W, "", "namespaces", "", "get", Cluster, "the kube-system namespace's UID: the worker's identity (duplicate registrations)"),
     ApiCall {
         grant: Grant::Everyone,
         ..call(W, "authorization.k8s.io", "selfsubjectaccessreviews", "", "create", Cluster,
@@ -190,6 +192,7 @@ mod tests {
             assert!(rights.contains(&(verb, "batch", "jobs")), "{verb} jobs");
         }
         assert!(rights.contains(&("create", "", "namespaces")));
+        assert!(rights.contains(&("get", "", "namespaces")));
         assert!(
             WORKER_CALLS.iter().all(|c| c.subresource.is_empty()),
             "worker_rights() and the access reviews would need the subresource"

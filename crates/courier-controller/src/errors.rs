@@ -22,6 +22,10 @@ pub enum CallError {
     /// Connection, TLS or protocol failure.
     #[error("{0}")]
     Transport(String),
+    /// An established (pooled) connection broke under the request: the server restarted or a load
+    /// balancer dropped it. Not by itself a sign that the server is down.
+    #[error("{0}")]
+    Dropped(String),
     /// The worker has no usable client (kubeconfig missing or refused).
     #[error("no connection to WorkerCluster {0}")]
     NotConnected(String),
@@ -60,7 +64,10 @@ impl CallError {
 
     /// The call never got an answer from the server (the worker may be down or hanging).
     pub fn is_unreachable(&self) -> bool {
-        matches!(self, CallError::Timeout(_) | CallError::Transport(_))
+        matches!(
+            self,
+            CallError::Timeout(_) | CallError::Transport(_) | CallError::Dropped(_)
+        )
     }
 
     /// Short label for metrics (`reason` of `courier_reconcile_errors_total`).
@@ -75,7 +82,7 @@ impl CallError {
             CallError::Api { code, .. } if *code >= 500 => "server_error",
             CallError::Api { .. } => "api_error",
             CallError::Timeout(_) => "timeout",
-            CallError::Transport(_) => "unreachable",
+            CallError::Transport(_) | CallError::Dropped(_) => "unreachable",
             CallError::NotConnected(_) | CallError::CircuitOpen(_) => "cluster_unavailable",
             CallError::Busy(_) => "cluster_busy",
             CallError::Other(_) => "other",
@@ -89,6 +96,9 @@ impl CallError {
                 reason: s.reason.clone(),
                 message: s.message.clone(),
             },
+            kube::Error::Service(_) if broke_established_connection(&e) => {
+                CallError::Dropped(chain(&e))
+            }
             kube::Error::HyperError(_)
             | kube::Error::Service(_)
             | kube::Error::ReadEvents(_)
@@ -98,6 +108,18 @@ impl CallError {
             other => CallError::Other(chain(&other)),
         }
     }
+}
+
+/// Whether the HTTP client failed on a connection it had established (not while connecting).
+fn broke_established_connection(e: &kube::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<hyper_util::client::legacy::Error>() {
+            return !h.is_connect();
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// An error and its sources, `a: b: c`, without repeating a source already in the text.

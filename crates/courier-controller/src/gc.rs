@@ -27,10 +27,13 @@ use crate::origin::store::{OriginEntry, trim};
 use crate::registry::Cluster;
 use crate::shared::Shared;
 
-/// Why a mirror is garbage, or `None` if it must stay.
+/// Why a mirror is garbage, or `None` if it must stay. `cluster` is the worker the mirror was seen
+/// on; `aliases` are later registrations of the same API server (DuplicateCluster): a mirror placed
+/// through one of them is the same Job, not a stale one.
 pub fn verdict(
     origin_id: &str,
     cluster: &str,
+    aliases: &[String],
     mirror: &MirrorView,
     origin: Option<&OriginEntry>,
 ) -> Option<&'static str> {
@@ -51,15 +54,11 @@ pub fn verdict(
         return None;
     }
     let intent = o.intent().or_else(|| dispatched::recorded(&o.status));
-    let here = epoch_label(&mirror.labels).map(|epoch| Intent {
-        cluster: cluster.to_string(),
-        epoch,
+    let epoch = epoch_label(&mirror.labels);
+    let current = intent.is_some_and(|i: Intent| {
+        Some(i.epoch) == epoch && (i.cluster == cluster || aliases.contains(&i.cluster))
     });
-    if here.is_some() && intent == here {
-        None
-    } else {
-        Some("stale_epoch")
-    }
+    if current { None } else { Some("stale_epoch") }
 }
 
 /// Sweeps one worker; returns how many mirrors were deleted. Leader only.
@@ -68,6 +67,7 @@ pub async fn sweep_cluster(shared: &Shared, cluster: &Cluster) -> usize {
         return 0;
     }
     let origin_id = &shared.cfg.origin_id;
+    let aliases = shared.registry.aliases_of(&cluster.name);
     let candidates: Vec<_> = cluster
         .mirrors
         .entries()
@@ -76,6 +76,7 @@ pub async fn sweep_cluster(shared: &Shared, cluster: &Cluster) -> usize {
             verdict(
                 origin_id,
                 &cluster.name,
+                &aliases,
                 &m.view,
                 shared.origins.get(key).as_deref(),
             )
@@ -95,9 +96,14 @@ pub async fn sweep_cluster(shared: &Shared, cluster: &Cluster) -> usize {
             }
         };
         let entry = fresh.as_ref().and_then(|j| trim(j).ok().flatten());
-        let Some(reason) = verdict(origin_id, &cluster.name, &m.view, entry.as_ref()) else {
+        let Some(reason) = verdict(origin_id, &cluster.name, &aliases, &m.view, entry.as_ref())
+        else {
             continue;
         };
+        // The fresh read took a while: still leading (and renewed) right before the delete?
+        if !shared.is_leader() {
+            break;
+        }
         match cluster
             .delete_job(&key.namespace, &key.name, &m.view.uid)
             .await
@@ -189,25 +195,39 @@ mod tests {
     #[test]
     fn verdicts() {
         let o = origin("u1", "w1", "2");
-        assert_eq!(verdict("c", "w1", &mirror("c", "u1", "2"), Some(&o)), None);
+        let none: &[String] = &[];
         assert_eq!(
-            verdict("c", "w1", &mirror("c", "u1", "1"), Some(&o)),
+            verdict("c", "w1", none, &mirror("c", "u1", "2"), Some(&o)),
+            None
+        );
+        // Seen through the older registration of the same server: the same Job, not stale.
+        let alias = ["w1".to_string()];
+        assert_eq!(
+            verdict("c", "w0", &alias, &mirror("c", "u1", "2"), Some(&o)),
+            None
+        );
+        assert_eq!(
+            verdict("c", "w0", none, &mirror("c", "u1", "2"), Some(&o)),
             Some("stale_epoch")
         );
         assert_eq!(
-            verdict("c", "w2", &mirror("c", "u1", "2"), Some(&o)),
+            verdict("c", "w1", none, &mirror("c", "u1", "1"), Some(&o)),
             Some("stale_epoch")
         );
         assert_eq!(
-            verdict("c", "w1", &mirror("c", "u0", "2"), Some(&o)),
+            verdict("c", "w2", none, &mirror("c", "u1", "2"), Some(&o)),
+            Some("stale_epoch")
+        );
+        assert_eq!(
+            verdict("c", "w1", none, &mirror("c", "u0", "2"), Some(&o)),
             Some("origin_uid_differs")
         );
         assert_eq!(
-            verdict("c", "w1", &mirror("c", "u1", "2"), None),
+            verdict("c", "w1", none, &mirror("c", "u1", "2"), None),
             Some("origin_gone")
         );
         assert_eq!(
-            verdict("c", "w1", &mirror("other", "u1", "2"), None),
+            verdict("c", "w1", none, &mirror("other", "u1", "2"), None),
             None,
             "never another origin id's"
         );

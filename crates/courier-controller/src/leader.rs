@@ -3,12 +3,21 @@
 //! over (no holder, or the record has not changed for its `leaseDurationSeconds` as measured on this
 //! replica's own clock, so clock skew between replicas does not matter), or stands by. Writes are
 //! replace-with-resourceVersion (the chart grants get/create/update), so two candidates can never
-//! both win the same record. A leader that cannot renew within `lease_renew_deadline` steps down
-//! (stops writing) before its Lease can expire for the others; on shutdown it releases the Lease so
-//! a standby takes over at once.
+//! both win the same record. On shutdown the leader releases the Lease so a standby takes over at
+//! once.
 //!
-//! Only the leader writes (origin Jobs, mirrors, WorkerCluster status, events, GC); every replica
-//! keeps its caches and worker connections warm, so a takeover starts reconciling immediately.
+//! Only the leader writes (origin Jobs, mirrors, WorkerCluster status and finalizers, events, GC),
+//! and leading is **time-bounded**: [`Leadership::is_leading`] is true only while the start of the
+//! last successful renewal round is younger than `lease_renew_deadline` on the monotonic clock,
+//! and every write checks it immediately before it is sent. The renew deadline is at most 2/3 of
+//! the lease duration (checked at start), so a leader that cannot renew — or was paused (SIGSTOP,
+//! a long GC pause, a frozen VM) past its lease — stops writing before anyone else can take over,
+//! and writes nothing after it resumes until it renews. (A request checked just before such a
+//! pause can still leave after it; origin writes carry resourceVersion preconditions and mirror
+//! writes UID preconditions, so such a late write fails instead of acting on old data.)
+//!
+//! Every replica keeps its caches and worker connections warm, so a takeover starts reconciling
+//! immediately.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,19 +45,53 @@ pub struct LeaderState {
 
 pub struct Leadership {
     tx: watch::Sender<LeaderState>,
+    /// With leader election: leading counts only this long after the last successful renewal.
+    bound: Option<Duration>,
+    /// Start of the round whose renewal last succeeded (monotonic clock).
+    renewed: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Default for Leadership {
     fn default() -> Self {
-        Self {
-            tx: watch::Sender::new(LeaderState::default()),
-        }
+        Self::new(None)
     }
 }
 
 impl Leadership {
+    /// `bound`: the renew deadline when leadership comes from a Lease.
+    pub fn new(bound: Option<Duration>) -> Self {
+        Self {
+            tx: watch::Sender::new(LeaderState::default()),
+            bound,
+            renewed: std::sync::Mutex::new(None),
+        }
+    }
+
     pub fn state(&self) -> LeaderState {
         *self.tx.borrow()
+    }
+
+    /// Leading, and (with a Lease) renewed within the renew deadline as of this instant.
+    pub fn is_leading(&self) -> bool {
+        if !self.state().leading {
+            return false;
+        }
+        let Some(bound) = self.bound else {
+            return true;
+        };
+        let renewed = *self
+            .renewed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        renewed.is_some_and(|r| r.elapsed() < bound)
+    }
+
+    /// Records a successful renewal by a round that started at `started`.
+    fn renewed_at(&self, started: Instant) {
+        *self
+            .renewed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(started);
     }
 
     pub fn set(&self, s: LeaderState) {
@@ -83,11 +126,14 @@ pub async fn run(shared: Arc<Shared>) {
     let mut last_renewal: Option<Instant> = None;
     let mut last_holder: Option<String> = None;
     loop {
+        let started = Instant::now();
         let round = with_timeout_round(&shared, &api, &mut observed).await;
         let was_leading = shared.leader.state().leading;
         match round {
             Ok(Round::Leading) => {
-                last_renewal = Some(Instant::now());
+                // Counted from before the request: the Lease the others see is at least as fresh.
+                shared.leader.renewed_at(started);
+                last_renewal = Some(started);
                 if !was_leading {
                     info!(identity = %shared.identity, lease = %t.lease_name, "became the leader");
                 }

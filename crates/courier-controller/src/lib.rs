@@ -81,7 +81,12 @@ pub struct ControllerConfig {
     pub worker_lost_timeout: Duration,
     pub redispatch_on_worker_loss: bool,
     pub gc_interval: Duration,
+    /// How long a finished mirror stays on its worker once the origin holds its final status
+    /// (`--finished-mirror-ttl`); `None` keeps finished mirrors until the origin is deleted.
+    pub finished_mirror_ttl: Option<Duration>,
     pub leader_elect: bool,
+    /// Lease timings (`--leader-elect-*`); `None` keeps [`Tuning`]'s.
+    pub lease: Option<LeaseTimings>,
     /// Leader-election identity (defaults to the pod/host name plus a random suffix).
     pub identity: String,
     pub credentials: CredentialPolicy,
@@ -99,11 +104,23 @@ impl Default for ControllerConfig {
             worker_lost_timeout: Duration::from_secs(15 * 60),
             redispatch_on_worker_loss: true,
             gc_interval: Duration::from_secs(60),
+            finished_mirror_ttl: Some(Duration::from_secs(600)),
             leader_elect: false,
+            lease: None,
             identity: String::new(),
             credentials: CredentialPolicy::default(),
         }
     }
+}
+
+/// Leader-election timings: a leader that cannot renew within `renew_deadline` stops writing;
+/// the others take over once the Lease is unchanged for `duration`; rounds every `retry_period`.
+/// `renew_deadline` must be at most 2/3 of `duration`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTimings {
+    pub duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
 }
 
 /// Runtime knobs that are not `courier run` flags. The defaults suit production; tests shorten them.
@@ -128,6 +145,13 @@ pub struct Tuning {
     pub retry_interval: Duration,
     /// `courier-core`'s requeue while waiting for a cache to sync or a deletion to finish.
     pub short_retry: Duration,
+    /// A worker that refused (or did not answer) a Job's mirror is skipped for that Job for this
+    /// long, doubling on each refusal up to `refusal_backoff_max`.
+    pub refusal_backoff_min: Duration,
+    pub refusal_backoff_max: Duration,
+    /// A worker holding someone else's Job under the origin's name is skipped for the same initial
+    /// time, doubling up to this; then the name is checked again.
+    pub foreign_backoff_max: Duration,
     /// WorkerCluster status is written only on change, and at least this often (lastProbeTime).
     pub status_heartbeat: Duration,
     /// Every origin is reconciled at least this often (missed events cannot stall a Job).
@@ -155,6 +179,9 @@ impl Default for Tuning {
             retry_max: Duration::from_secs(60),
             retry_interval: Duration::from_secs(30),
             short_retry: Duration::from_secs(2),
+            refusal_backoff_min: Duration::from_secs(30),
+            refusal_backoff_max: Duration::from_secs(600),
+            foreign_backoff_max: Duration::from_secs(300),
             status_heartbeat: Duration::from_secs(60),
             resync_interval: Duration::from_secs(300),
             cluster_inflight: 0,

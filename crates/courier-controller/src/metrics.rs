@@ -36,6 +36,7 @@ pub struct Metrics {
     pub cluster_current_mirrors: IntGaugeVec,
     pub gc_deleted: IntCounterVec,
     pub redispatches: IntCounterVec,
+    pub cluster_drains: IntCounterVec,
     pub origins: IntGauge,
     pub queue_depth: IntGauge,
     pub leader: IntGauge,
@@ -183,6 +184,12 @@ impl Metrics {
                 "courier_redispatch_total",
                 "Mirrors created for a re-dispatch (epoch 2 and later) by the cluster they landed on.",
                 &["cluster"],
+            ),
+            cluster_drains: counter(
+                &r,
+                "courier_cluster_drains_total",
+                "Removed WorkerClusters whose drain finalizer was released, by outcome.",
+                &["cluster", "outcome"],
             ),
             origins: gauge(&r, "courier_origins", "Managed origin Jobs in the cache."),
             queue_depth: gauge(

@@ -14,7 +14,7 @@ use std::time::Duration;
 use courier_api::{LABEL_CLUSTER, MANAGED_BY};
 use courier_core::job::finished;
 use courier_core::phase::{JobPhase, PhaseFacts};
-use courier_core::reconcile::{DispatchConfig, Hints, Wait};
+use courier_core::reconcile::{AvoidKind, DispatchConfig, Hints, Wait};
 use kube::Client;
 use kube::api::{ApiResource, GroupVersionKind};
 use tokio::net::TcpListener;
@@ -70,8 +70,13 @@ impl Shared {
     pub fn new(
         client: Client,
         cfg: ControllerConfig,
-        tuning: Tuning,
+        mut tuning: Tuning,
     ) -> Result<Self, ControllerError> {
+        if let Some(l) = cfg.lease {
+            tuning.lease_duration = l.duration;
+            tuning.lease_renew_deadline = l.renew_deadline;
+            tuning.lease_retry_period = l.retry_period;
+        }
         if cfg.origin_id.is_empty() {
             return Err(ControllerError::Config(
                 "the origin id must not be empty".into(),
@@ -93,10 +98,13 @@ impl Shared {
                 "concurrency must be at least 1".into(),
             ));
         }
-        if tuning.lease_renew_deadline >= tuning.lease_duration && cfg.leader_elect {
-            return Err(ControllerError::Config(
-                "the lease renew deadline must be shorter than the lease duration".into(),
-            ));
+        // A leader that cannot renew stops writing at the renew deadline; the others may take over
+        // only at the lease duration. The margin covers a round trip and clock rates.
+        if cfg.leader_elect && tuning.lease_renew_deadline * 3 > tuning.lease_duration * 2 {
+            return Err(ControllerError::Config(format!(
+                "the lease renew deadline ({:?}) must be at most 2/3 of the lease duration ({:?})",
+                tuning.lease_renew_deadline, tuning.lease_duration
+            )));
         }
         let identity = if cfg.identity.is_empty() {
             format!("courier-{:08x}", rand::random::<u32>())
@@ -113,6 +121,10 @@ impl Shared {
             redispatch_on_worker_loss: cfg.redispatch_on_worker_loss,
             retry_interval: tuning.retry_interval,
             short_retry: tuning.short_retry,
+            finished_mirror_ttl: cfg.finished_mirror_ttl,
+            refusal_backoff_min: tuning.refusal_backoff_min,
+            refusal_backoff_max: tuning.refusal_backoff_max,
+            foreign_backoff_max: tuning.foreign_backoff_max,
         };
         Ok(Self {
             queue: WorkQueue::new(tuning.retry_min, tuning.retry_max),
@@ -123,7 +135,7 @@ impl Shared {
             origins: OriginStore::default(),
             registry: Registry::default(),
             metrics: Metrics::new(),
-            leader: Leadership::default(),
+            leader: Leadership::new(cfg.leader_elect.then_some(tuning.lease_renew_deadline)),
             recorder,
             token: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -144,8 +156,11 @@ impl Shared {
         }
     }
 
+    /// Whether this replica may write now: it leads, and (with leader election) its last successful
+    /// renewal is younger than the renew deadline on the monotonic clock. Checked immediately
+    /// before every write, so a replica paused past its lease writes nothing until it renews.
     pub fn is_leader(&self) -> bool {
-        self.leader.state().leading
+        self.leader.is_leading()
     }
 
     /// Ready, and why (or why not).
@@ -211,6 +226,20 @@ impl Shared {
         }
     }
 
+    /// Re-examines every origin placed on `cluster`, finished ones too (a cluster being removed
+    /// takes their finished mirrors along).
+    pub fn requeue_placed_on(&self, cluster: &str) {
+        let keys = self.origins.keys_where(|e| {
+            e.view
+                .labels
+                .get(LABEL_CLUSTER)
+                .is_some_and(|c| c == cluster)
+        });
+        for k in keys {
+            self.queue.add(k);
+        }
+    }
+
     /// Drops what is remembered about an origin that is gone.
     pub fn forget_origin(&self, key: &ObjectKey) {
         self.hints.lock_or_recover().remove(key);
@@ -232,8 +261,8 @@ impl Shared {
         }
     }
 
-    /// Remembers that `cluster` holds someone else's Job with the origin's name.
-    pub fn add_foreign(&self, key: &ObjectKey, uid: &str, cluster: &str) {
+    /// Updates the in-memory hints of the origin with this UID (reset when the UID changes).
+    pub fn update_hints(&self, key: &ObjectKey, uid: &str, f: impl FnOnce(&mut Hints)) {
         let mut h = self.hints.lock_or_recover();
         let entry = h
             .entry(key.clone())
@@ -241,7 +270,15 @@ impl Shared {
         if entry.0 != uid {
             *entry = (uid.to_string(), Hints::default());
         }
-        entry.1.foreign_on.insert(cluster.to_string());
+        f(&mut entry.1);
+    }
+
+    /// Records what `cluster` answered (or did not) to a create of this origin's mirror.
+    pub fn avoid(&self, key: &ObjectKey, uid: &str, cluster: &str, kind: AvoidKind, message: &str) {
+        let now = jiff::Timestamp::now();
+        self.update_hints(key, uid, |h| {
+            h.avoid(cluster, kind, message, now, &self.dispatch);
+        });
     }
 
     pub fn record_wait(&self, key: &ObjectKey, wait: Option<&Wait>) {
@@ -285,10 +322,17 @@ impl Shared {
                 .with_label_values(&[&c.name])
                 .set(i64::from(self.origins.placed_on(&c.name)));
             let mut counts: HashMap<&str, i64> = MIRROR_STATES.iter().map(|s| (*s, 0)).collect();
+            let aliases = self.registry.aliases_of(&c.name);
             for (key, e) in c.mirrors.entries() {
                 let origin = self.origins.get(&key);
-                let state = if gc::verdict(&self.cfg.origin_id, &c.name, &e.view, origin.as_deref())
-                    .is_some()
+                let state = if gc::verdict(
+                    &self.cfg.origin_id,
+                    &c.name,
+                    &aliases,
+                    &e.view,
+                    origin.as_deref(),
+                )
+                .is_some()
                 {
                     STALE
                 } else {

@@ -233,7 +233,6 @@ fn describe(action: &Action) -> String {
             type_,
             message,
         } => format!("event {} {reason}: {message}", type_.as_str()),
-        Action::Requeue { after } => format!("look again in {}", crate::errors::human(*after)),
     }
 }
 
@@ -300,7 +299,15 @@ pub fn explain(shared: &Shared, key: &ObjectKey) -> Option<Explanation> {
     Some(Explanation {
         job: job(shared, key, &inputs.entry),
         mirrors,
-        plan: decision.actions.iter().map(describe).collect(),
+        plan: decision
+            .actions()
+            .map(describe)
+            .chain(
+                decision
+                    .requeue
+                    .map(|after| format!("look again in {}", crate::errors::human(after))),
+            )
+            .collect(),
         waiting: decision.wait.map(|w| w.to_string()),
         events: shared.recorder.log.of(key, &v.uid),
     })

@@ -236,16 +236,7 @@ async fn deleting_the_origin_mid_run_deletes_the_mirror() {
 async fn a_foreign_job_is_left_alone_and_the_job_runs_elsewhere() {
     let env = Env::start().await;
     // Someone else's Job with the same name on w1, the first choice.
-    ensure_namespace(env.worker("w1"), JOBS_NS).await;
-    let mut foreign = job("clash", LONG);
-    foreign["spec"]
-        .as_object_mut()
-        .map(|s| s.remove("managedBy"));
-    let foreign_obj = serde_json::from_value(foreign).unwrap_or_else(|e| panic!("{e}"));
-    let created = jobs(env.worker("w1"), JOBS_NS)
-        .create(&Default::default(), &foreign_obj)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let created = create_foreign_job(env.worker("w1"), "clash").await;
     let foreign_uid = created.metadata.uid.clone();
 
     submit(&env.mc, job("clash", 2)).await;

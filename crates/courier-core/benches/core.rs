@@ -4,7 +4,7 @@
 //! - status translation (`translate_status`) for a running and for a finishing mirror;
 //! - placement (`choose_cluster`) over 100 clusters, with and without a cluster selector.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use courier_core::job::JobSpecEssentials;
@@ -141,13 +141,15 @@ fn clusters(n: usize) -> Vec<ClusterView> {
             server_version: Some("v1.36.2".into()),
             current_mirrors: (i * 37 % 101) as u32,
             degraded: false,
+            draining: false,
+            duplicate: false,
         })
         .collect()
 }
 
 fn bench_placement(c: &mut Criterion) {
     let clusters = clusters(100);
-    let excluded = BTreeSet::new();
+    let excluded = courier_core::placement::Exclusions::new();
     c.bench_function("choose_cluster/100_clusters", |b| {
         b.iter(|| choose_cluster(black_box(&clusters), None, &excluded).is_ok())
     });

@@ -4,7 +4,11 @@
 //! - [`selector`]: `courier.dev/cluster-selector` strings, matched against WorkerCluster labels.
 //! - [`indexes`]: Job index lists (`completedIndexes`, `failedIndexes`).
 //! - [`job`]: the few facts about a Job spec/status the decisions need, read from JSON or typed values.
-//! - [`mirror`]: building a mirror Job from an origin's JSON; spec drift that flows down.
+//! - [`mirror`]: building a mirror Job from an origin's JSON.
+//! - [`drift`]: spec changes that flow down to the mirror, judged against what was last sent.
+//! - [`hints`]: what the controller learnt from workers' answers (refusals, name conflicts), with
+//!   per-cluster backoff.
+//! - [`placed`]: the `courier.dev/Placed` condition saying why a Job cannot be placed.
 //! - [`ownership`]: whose a remote Job is (current mirror, stale mirror, someone else's).
 //! - [`placement`]: which worker cluster gets a Job, or why none can.
 //! - [`dispatched`]: the `courier.dev/Dispatched` condition recording which epoch has reported.
@@ -13,11 +17,14 @@
 //! - [`phase`]: the one vocabulary for where a Job is in its life (CLI, web view, metrics).
 
 pub mod dispatched;
+pub mod drift;
+pub mod hints;
 pub mod indexes;
 pub mod job;
 pub mod mirror;
 pub mod ownership;
 pub mod phase;
+pub mod placed;
 pub mod placement;
 pub mod reconcile;
 pub mod selector;

@@ -6,10 +6,12 @@
 use serde_json::{Map, Value, json};
 
 use courier_api::{
-    ANNOTATION_EPOCH, ANNOTATION_REDISPATCHES, JOB_CONTROLLER_TEMPLATE_LABELS,
-    JOB_CONTROLLER_UID_LABELS, LABEL_CLUSTER, LABEL_EPOCH, LABEL_ORIGIN, LABEL_ORIGIN_UID,
+    ANNOTATION_EPOCH, ANNOTATION_REDISPATCHES, ANNOTATION_SPEC_HASH, ANNOTATION_TEMPLATE_HASH,
+    JOB_CONTROLLER_UID_LABELS, LABEL_CLUSTER, LABEL_EPOCH, LABEL_KUEUE_QUEUE_NAME, LABEL_ORIGIN,
+    LABEL_ORIGIN_UID,
 };
 
+use crate::drift::{hash_value, mirror_template, spec_hash};
 use crate::selector::label_value_problem;
 
 /// Why a mirror cannot be built from an origin.
@@ -27,21 +29,12 @@ pub enum MirrorError {
 
 /// Origin metadata Courier writes for its own bookkeeping; it means nothing on a worker.
 const ORIGIN_BOOKKEEPING_LABELS: [&str; 1] = [LABEL_CLUSTER];
-const ORIGIN_BOOKKEEPING_ANNOTATIONS: [&str; 2] = [ANNOTATION_EPOCH, ANNOTATION_REDISPATCHES];
-
-/// Spec fields that are mutable on a running Job and flow from the origin down to its mirror.
-pub const DRIFTING_SPEC_FIELDS: [&str; 6] = [
-    "suspend",
-    "parallelism",
-    "activeDeadlineSeconds",
-    "backoffLimit",
-    "maxFailedIndexes",
-    "podReplacementPolicy",
+const ORIGIN_BOOKKEEPING_ANNOTATIONS: [&str; 4] = [
+    ANNOTATION_EPOCH,
+    ANNOTATION_REDISPATCHES,
+    ANNOTATION_TEMPLATE_HASH,
+    ANNOTATION_SPEC_HASH,
 ];
-
-/// Drifting fields the API server defaults on create: an origin without one has no opinion, so its
-/// absence is never propagated as a removal (which the worker would only default back).
-const SERVER_DEFAULTED_FIELDS: [&str; 3] = ["parallelism", "backoffLimit", "podReplacementPolicy"];
 
 /// Builds the mirror of `origin` (a batch/v1 Job as JSON) for placement epoch `epoch`.
 ///
@@ -53,7 +46,10 @@ const SERVER_DEFAULTED_FIELDS: [&str; 3] = ["parallelism", "backoffLimit", "podR
 /// its own; a copied selector is rejected). Courier's origin bookkeeping (`courier.dev/cluster`,
 /// `courier.dev/epoch`, `courier.dev/redispatches`) and metadata labels carrying the origin's UID as
 /// `controller-uid` (copied from the template by the server's defaulting) are removed; the mirror
-/// labels `courier.dev/origin`, `courier.dev/origin-uid` and `courier.dev/epoch` are set.
+/// labels `courier.dev/origin`, `courier.dev/origin-uid` and `courier.dev/epoch` are set, and the
+/// annotations `courier.dev/template-hash` / `courier.dev/spec-hash` record what was sent (see
+/// [`crate::drift`]). An origin queued by Kueue (`kueue.x-k8s.io/queue-name`) gets a suspended
+/// mirror: the worker's Kueue admits it.
 pub fn mirror_for(origin: &Value, origin_id: &str, epoch: u64) -> Result<Value, MirrorError> {
     if epoch == 0 {
         return Err(MirrorError::ZeroEpoch);
@@ -112,7 +108,25 @@ pub fn mirror_for(origin: &Value, origin_id: &str, epoch: u64) -> Result<Value, 
     let manual_selector = spec.get("manualSelector").and_then(Value::as_bool) == Some(true);
     if !manual_selector {
         spec.remove("selector");
-        strip_template_controller_labels(&mut spec);
+    }
+    let origin_spec = Value::Object(spec.clone());
+    if let Some(template) = mirror_template(&origin_spec) {
+        annotations.insert(
+            ANNOTATION_TEMPLATE_HASH.into(),
+            json!(hash_value(&template)),
+        );
+        spec.insert("template".into(), template);
+    }
+    let kueue = labels
+        .get(LABEL_KUEUE_QUEUE_NAME)
+        .and_then(Value::as_str)
+        .is_some_and(|q| !q.is_empty());
+    annotations.insert(
+        ANNOTATION_SPEC_HASH.into(),
+        json!(spec_hash(&origin_spec, kueue)),
+    );
+    if kueue {
+        spec.insert("suspend".into(), json!(true));
     }
 
     let mut mirror_meta = Map::new();
@@ -134,58 +148,9 @@ fn string_map(v: Option<&Value>) -> Map<String, Value> {
     v.and_then(Value::as_object).cloned().unwrap_or_default()
 }
 
-fn strip_template_controller_labels(spec: &mut Map<String, Value>) {
-    let Some(template_meta) = spec
-        .get_mut("template")
-        .and_then(|t| t.get_mut("metadata"))
-        .and_then(Value::as_object_mut)
-    else {
-        return;
-    };
-    let now_empty = match template_meta
-        .get_mut("labels")
-        .and_then(Value::as_object_mut)
-    {
-        Some(labels) => {
-            for key in JOB_CONTROLLER_TEMPLATE_LABELS {
-                labels.remove(key);
-            }
-            labels.is_empty()
-        }
-        None => false,
-    };
-    if now_empty {
-        template_meta.remove("labels");
-    }
-}
-
-/// The JSON merge patch (`{"spec": {...}}`) that brings the mirror's mutable spec fields
-/// ([`DRIFTING_SPEC_FIELDS`]) in line with the origin's, or `None` when they agree.
-///
-/// A field the origin no longer has is removed on the mirror (`null`), except for the fields the
-/// API server defaults (`parallelism`, `backoffLimit`, `podReplacementPolicy`), where absence means
-/// "no opinion". `suspend` absent reads as false on both sides.
-pub fn mirror_spec_drift(origin_spec: &Value, mirror_spec: &Value) -> Option<Value> {
-    let field = |spec: &Value, key: &str| spec.get(key).filter(|v| !v.is_null()).cloned();
-    let mut patch = Map::new();
-    for key in DRIFTING_SPEC_FIELDS {
-        let (mut want, mut have) = (field(origin_spec, key), field(mirror_spec, key));
-        if key == "suspend" {
-            want = Some(want.unwrap_or(json!(false)));
-            have = Some(have.unwrap_or(json!(false)));
-        }
-        if want == have || (want.is_none() && SERVER_DEFAULTED_FIELDS.contains(&key)) {
-            continue;
-        }
-        patch.insert(key.to_string(), want.unwrap_or(Value::Null));
-    }
-    (!patch.is_empty()).then(|| json!({ "spec": patch }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
 
     /// An origin as the management API server stores it (defaulted, with our bookkeeping).
     fn origin() -> Value {
@@ -226,9 +191,24 @@ mod tests {
         })
     }
 
+    /// The mirror without the two hash annotations (tested on their own).
+    fn without_hashes(mut m: Value) -> Value {
+        if let Some(a) = m["metadata"]["annotations"].as_object_mut() {
+            a.remove(ANNOTATION_TEMPLATE_HASH);
+            a.remove(ANNOTATION_SPEC_HASH);
+            if a.is_empty() {
+                m["metadata"]
+                    .as_object_mut()
+                    .expect("meta")
+                    .remove("annotations");
+            }
+        }
+        m
+    }
+
     #[test]
     fn builds_the_contract_shape() {
-        let mirror = mirror_for(&origin(), "mgmt-a", 2).expect("mirror");
+        let mirror = without_hashes(mirror_for(&origin(), "mgmt-a", 2).expect("mirror"));
         assert_eq!(
             mirror,
             json!({
@@ -288,7 +268,7 @@ mod tests {
     #[test]
     fn minimal_origin() {
         let o = json!({"metadata": {"name": "j", "namespace": "d", "uid": "u"}, "spec": {"template": {}}});
-        let m = mirror_for(&o, "c", 7).expect("mirror");
+        let m = without_hashes(mirror_for(&o, "c", 7).expect("mirror"));
         assert_eq!(
             m["metadata"],
             json!({"name": "j", "namespace": "d", "labels": {
@@ -351,65 +331,38 @@ mod tests {
     }
 
     #[test]
-    fn drift_patches_only_mutable_fields() {
-        let mirror = mirror_for(&origin(), "c", 1).expect("mirror")["spec"].clone();
-        assert_eq!(mirror_spec_drift(&origin()["spec"], &mirror), None);
+    fn records_what_was_sent_and_queues_kueue_jobs_suspended() {
+        let o = origin();
+        let m = mirror_for(&o, "c", 1).expect("mirror");
+        let annotations = &m["metadata"]["annotations"];
+        assert_eq!(
+            annotations[ANNOTATION_TEMPLATE_HASH],
+            json!(crate::drift::template_hash(&o["spec"]).expect("template"))
+        );
+        assert_eq!(
+            annotations[ANNOTATION_SPEC_HASH],
+            json!(spec_hash(&o["spec"], false))
+        );
+        // What the origin's view computes from the same spec (the drift baseline).
+        let view = crate::reconcile::OriginView::from_json(&o).expect("view");
+        assert_eq!(
+            view.template_hash.as_deref(),
+            annotations[ANNOTATION_TEMPLATE_HASH].as_str()
+        );
+        // An origin cannot smuggle hashes onto its mirror.
+        let mut spoofed = origin();
+        spoofed["metadata"]["annotations"][ANNOTATION_TEMPLATE_HASH] = json!("0");
+        let m2 = mirror_for(&spoofed, "c", 1).expect("mirror");
+        assert_eq!(m2["metadata"]["annotations"], m["metadata"]["annotations"]);
 
-        let mut o = origin()["spec"].clone();
-        o["suspend"] = json!(true);
-        o["parallelism"] = json!(5);
-        o["activeDeadlineSeconds"] = json!(60);
-        o["completions"] = json!(9); // immutable: never patched
-        o["template"]["spec"]["restartPolicy"] = json!("OnFailure");
+        let mut queued = origin();
+        queued["metadata"]["labels"][LABEL_KUEUE_QUEUE_NAME] = json!("q");
+        let m = mirror_for(&queued, "c", 1).expect("mirror");
+        assert_eq!(m["spec"]["suspend"], json!(true), "Kueue admits it");
+        assert_eq!(m["metadata"]["labels"][LABEL_KUEUE_QUEUE_NAME], json!("q"));
         assert_eq!(
-            mirror_spec_drift(&o, &mirror),
-            Some(json!({"spec": {"suspend": true, "parallelism": 5, "activeDeadlineSeconds": 60}}))
+            m["metadata"]["annotations"][ANNOTATION_SPEC_HASH],
+            json!(spec_hash(&queued["spec"], true))
         );
-    }
-
-    #[test]
-    fn drift_removal_and_defaults() {
-        let origin = json!({"suspend": null, "parallelism": null});
-        let mirror = json!({"suspend": false, "parallelism": 1, "backoffLimit": 6,
-                            "activeDeadlineSeconds": 5, "maxFailedIndexes": 2});
-        assert_eq!(
-            mirror_spec_drift(&origin, &mirror),
-            Some(json!({"spec": {"activeDeadlineSeconds": null, "maxFailedIndexes": null}}))
-        );
-        assert_eq!(
-            mirror_spec_drift(&json!({}), &json!({"suspend": true})),
-            Some(json!({"spec": {"suspend": false}}))
-        );
-        assert_eq!(
-            mirror_spec_drift(&json!({"suspend": false}), &json!({})),
-            None
-        );
-    }
-
-    proptest! {
-        /// Applying the drift patch makes the drift disappear (the patch is a fixed point).
-        #[test]
-        fn drift_patch_converges(
-            o_susp in proptest::option::of(any::<bool>()), m_susp in proptest::option::of(any::<bool>()),
-            o_par in proptest::option::of(0i32..4), m_par in proptest::option::of(0i32..4),
-            o_ads in proptest::option::of(1i64..4), m_ads in proptest::option::of(1i64..4),
-        ) {
-            let obj = |s: Option<bool>, p: Option<i32>, a: Option<i64>| {
-                let mut m = Map::new();
-                if let Some(s) = s { m.insert("suspend".into(), json!(s)); }
-                if let Some(p) = p { m.insert("parallelism".into(), json!(p)); }
-                if let Some(a) = a { m.insert("activeDeadlineSeconds".into(), json!(a)); }
-                Value::Object(m)
-            };
-            let origin = obj(o_susp, o_par, o_ads);
-            let mut mirror = obj(m_susp, m_par, m_ads);
-            if let Some(patch) = mirror_spec_drift(&origin, &mirror) {
-                for (k, v) in patch["spec"].as_object().expect("spec patch") {
-                    let m = mirror.as_object_mut().expect("object");
-                    if v.is_null() { m.remove(k); } else { m.insert(k.clone(), v.clone()); }
-                }
-            }
-            prop_assert_eq!(mirror_spec_drift(&origin, &mirror), None);
-        }
     }
 }

@@ -1,13 +1,14 @@
 //! Choosing the worker cluster for a Job, or saying exactly why none can take it.
 //!
-//! Eligible: matches the origin's cluster selector, not excluded for this origin (a foreign Job holds
-//! the name there, or the cluster was lost), not paused, weight > 0, and Ready. Among the eligible,
+//! Eligible: matches the origin's cluster selector, not being removed, not excluded for this origin
+//! (a foreign Job holds the name there, the Job was lost there, or the worker refused its mirror or
+//! did not answer, for a backoff period), not paused, weight > 0, and Ready. Among the eligible,
 //! the cluster with the lowest `(current mirrors + 1) / weight` wins — the load it would have after
 //! taking the Job, per unit of weight — so placements spread in proportion to weight. Ties go to the
 //! lexicographically smallest name, so the choice is deterministic.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use jiff::Timestamp;
@@ -36,6 +37,11 @@ pub struct ClusterView {
     /// Calls to the cluster are pending without answers (hung or overloaded, not yet judged by a
     /// probe): chosen only when no other eligible cluster is left.
     pub degraded: bool,
+    /// The WorkerCluster is being deleted: never chosen; Jobs there move elsewhere.
+    pub draining: bool,
+    /// A later registration of an API server another WorkerCluster registers: never chosen (Jobs
+    /// placed through it before that was known keep running there).
+    pub duplicate: bool,
 }
 
 impl ClusterView {
@@ -65,6 +71,8 @@ impl ClusterView {
                 .or_else(|| status.current_mirrors.and_then(|n| u32::try_from(n).ok()))
                 .unwrap_or(0),
             degraded: false,
+            draining: wc.metadata.deletion_timestamp.is_some(),
+            duplicate: false,
         })
     }
 }
@@ -73,24 +81,49 @@ impl ClusterView {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Ineligibility {
     SelectorMismatch,
-    /// Excluded for this origin: a foreign Job holds the name there, or the cluster was lost.
-    Excluded,
+    /// The WorkerCluster is being deleted.
+    Removing,
+    /// Another WorkerCluster registers the same API server.
+    Duplicate,
+    /// Excluded for this Job: someone else's Job holds its name there.
+    Conflict,
+    /// Excluded for this Job: its mirror (or the worker) was lost there.
+    Lost,
+    /// Excluded for this Job for a while: the worker refused its mirror.
+    Refused,
+    /// Excluded for this Job for a while: the worker did not answer the create.
+    Unanswered,
     Paused,
     ZeroWeight,
     NotReady,
+}
+
+impl Ineligibility {
+    /// Rejections that are about this Job on that worker (not about the worker as a whole).
+    pub fn is_refusal(self) -> bool {
+        matches!(self, Ineligibility::Refused | Ineligibility::Unanswered)
+    }
 }
 
 impl fmt::Display for Ineligibility {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Ineligibility::SelectorMismatch => "not matching the cluster selector",
-            Ineligibility::Excluded => "excluded for this Job (name conflict or lost)",
+            Ineligibility::Removing => "being removed",
+            Ineligibility::Duplicate => "a duplicate registration",
+            Ineligibility::Conflict => "holding another Job of that name",
+            Ineligibility::Lost => "lost for this Job",
+            Ineligibility::Refused => "refused the mirror",
+            Ineligibility::Unanswered => "did not answer",
             Ineligibility::Paused => "paused",
             Ineligibility::ZeroWeight => "weight 0",
             Ineligibility::NotReady => "not Ready",
         })
     }
 }
+
+/// Clusters excluded for one Job, with why.
+pub type Exclusions = BTreeMap<String, Ineligibility>;
 
 /// Why no cluster was chosen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -160,12 +193,16 @@ fn describe_rejections(selector: Option<&str>, rejected: &[(String, Ineligibilit
 pub fn ineligibility(
     cluster: &ClusterView,
     selector: &ClusterSelector,
-    excluded: &BTreeSet<String>,
+    excluded: &Exclusions,
 ) -> Option<Ineligibility> {
     if !selector.matches(&cluster.labels) {
         Some(Ineligibility::SelectorMismatch)
-    } else if excluded.contains(&cluster.name) {
-        Some(Ineligibility::Excluded)
+    } else if cluster.draining {
+        Some(Ineligibility::Removing)
+    } else if cluster.duplicate {
+        Some(Ineligibility::Duplicate)
+    } else if let Some(why) = excluded.get(&cluster.name) {
+        Some(*why)
     } else if cluster.paused {
         Some(Ineligibility::Paused)
     } else if cluster.weight == 0 {
@@ -182,7 +219,7 @@ pub fn ineligibility(
 pub fn choose_cluster<'a>(
     clusters: &'a [ClusterView],
     selector: Option<&str>,
-    excluded: &BTreeSet<String>,
+    excluded: &Exclusions,
 ) -> Result<&'a ClusterView, NoEligibleCluster> {
     if clusters.is_empty() {
         return Err(NoEligibleCluster::NoClusters);
@@ -250,6 +287,8 @@ mod tests {
             server_version: Some("v1.36.0".into()),
             current_mirrors: 0,
             degraded: false,
+            draining: false,
+            duplicate: false,
         }
     }
 
@@ -260,14 +299,14 @@ mod tests {
         let mut busy = cluster("b", &[]);
         busy.current_mirrors = 50;
         let clusters = [hung.clone(), busy];
-        let chosen = choose_cluster(&clusters, None, &BTreeSet::new()).map(|c| c.name.as_str());
+        let chosen = choose_cluster(&clusters, None, &Exclusions::new()).map(|c| c.name.as_str());
         assert_eq!(
             chosen,
             Ok("b"),
             "a responsive cluster wins even with more mirrors"
         );
         let only = [hung];
-        let chosen = choose_cluster(&only, None, &BTreeSet::new()).map(|c| c.name.as_str());
+        let chosen = choose_cluster(&only, None, &Exclusions::new()).map(|c| c.name.as_str());
         assert_eq!(
             chosen,
             Ok("a"),
@@ -275,8 +314,8 @@ mod tests {
         );
     }
 
-    fn none() -> BTreeSet<String> {
-        BTreeSet::new()
+    fn none() -> Exclusions {
+        Exclusions::new()
     }
 
     #[test]
@@ -334,17 +373,23 @@ mod tests {
         zero.weight = 0;
         let us = cluster("us", &[("region", "us")]);
         let conflicted = cluster("c", &[("region", "eu")]);
-        let all = vec![paused, down, zero, us, conflicted];
-        let excluded = BTreeSet::from(["c".to_string()]);
+        let mut removing = cluster("r", &[("region", "eu")]);
+        removing.draining = true;
+        let mut twice = cluster("t", &[("region", "eu")]);
+        twice.duplicate = true;
+        let all = vec![paused, down, zero, us, conflicted, removing, twice];
+        let excluded = Exclusions::from([("c".to_string(), Ineligibility::Conflict)]);
         let err = choose_cluster(&all, Some("region=eu"), &excluded).expect_err("none eligible");
         assert_eq!(
             err,
             NoEligibleCluster::NoneEligible {
                 selector: Some("region=eu".into()),
                 rejected: vec![
-                    ("c".into(), Ineligibility::Excluded),
+                    ("c".into(), Ineligibility::Conflict),
                     ("d".into(), Ineligibility::NotReady),
                     ("p".into(), Ineligibility::Paused),
+                    ("r".into(), Ineligibility::Removing),
+                    ("t".into(), Ineligibility::Duplicate),
                     ("us".into(), Ineligibility::SelectorMismatch),
                     ("z".into(), Ineligibility::ZeroWeight),
                 ]
@@ -352,9 +397,11 @@ mod tests {
         );
         let text = err.to_string();
         for part in [
-            "no eligible WorkerCluster among 5",
+            "no eligible WorkerCluster among 7",
+            "a duplicate registration: t",
             "not matching selector \"region=eu\": us",
-            "excluded for this Job (name conflict or lost): c",
+            "holding another Job of that name: c",
+            "being removed: r",
             "paused: p",
             "weight 0: z",
             "not Ready: d",
@@ -436,8 +483,8 @@ mod tests {
                 c.weight = w; c.current_mirrors = m; c.paused = paused; c.ready = ready;
                 c
             }).collect();
-            let excluded: BTreeSet<String> = clusters.iter().zip(&excluded_mask)
-                .filter(|(_, x)| **x).map(|(c, _)| c.name.clone()).collect();
+            let excluded: Exclusions = clusters.iter().zip(&excluded_mask)
+                .filter(|(_, x)| **x).map(|(c, _)| (c.name.clone(), Ineligibility::Refused)).collect();
             let sel = ClusterSelector::parse("region=eu").expect("selector");
             let forward = choose_cluster(&clusters, Some("region=eu"), &excluded);
             let mut reversed = clusters.clone();
@@ -448,7 +495,7 @@ mod tests {
             match forward {
                 Ok(chosen) => {
                     prop_assert!(eligible.iter().any(|c| c.name == chosen.name));
-                    prop_assert!(chosen.weight > 0 && chosen.ready && !chosen.paused && !excluded.contains(&chosen.name));
+                    prop_assert!(chosen.weight > 0 && chosen.ready && !chosen.paused && !excluded.contains_key(&chosen.name));
                     for c in &eligible {
                         prop_assert_ne!(better(c, chosen), Ordering::Less);
                     }

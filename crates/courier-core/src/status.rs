@@ -14,8 +14,12 @@
 //!   from one epoch and cannot overlap. A malformed list, or one with an index >= completions, is not
 //!   copied. `completedIndexes` only on Indexed Jobs; `failedIndexes` only with `backoffLimitPerIndex`.
 //! - **Gauges** (`active`, `ready`, `terminating`) are the current mirror's, `ready` clamped to
-//!   `active`; zero on a finished origin. `uncountedTerminatedPods` is never copied (worker pod UIDs
-//!   mean nothing here).
+//!   `active`; zero on a finished origin, and zero whenever no current mirror is read (the worker is
+//!   unreachable, the mirror is gone): the origin never shows pods nobody can see.
+//!   `uncountedTerminatedPods` is never copied (worker pod UIDs mean nothing here).
+//! - **The management cluster's clock rules.** Times copied from a worker (condition transition and
+//!   probe times, startTime, completionTime) are clamped to `now`: a worker whose clock runs ahead
+//!   never puts a time in the future on the origin.
 //! - **Interim conditions are a point of no return.** `SuccessCriteriaMet`/`FailureTarget` are copied
 //!   together with the mirror's terminal condition — or, when no re-dispatch is possible any more,
 //!   as soon as the mirror has them (nothing could then give the Job another outcome). Workers older
@@ -24,19 +28,20 @@
 //! - **startTime** stays as first set while the origin is unsuspended: re-dispatches and worker-side
 //!   suspends never change it. While the origin itself is suspended it follows the mirror (which
 //!   clears it on suspend, like the real controller). A finished origin always has one.
-//! - **completionTime** only with `Complete`, from the mirror, clamped to >= startTime.
+//! - **completionTime** only with `Complete`, from the mirror, clamped to [startTime, now].
 //! - **Suspended** follows the origin's own `spec.suspend`: True/JobSuspended while suspended (also
 //!   for a Job created suspended and never dispatched), flipped to False/JobResumed on resume; never
 //!   added to a Job that was never suspended. The mirror's own Suspended condition is not copied.
 //! - **Other condition types** from the worker are copied (upserted by type, never removed).
 //! - **Dispatched marker**: the first status copied from an epoch's mirror also records
-//!   `courier.dev/Dispatched` for that epoch (see [`crate::dispatched`]).
+//!   `courier.dev/Dispatched` for that epoch (see [`crate::dispatched`]), and flips a False
+//!   `courier.dev/Placed` condition to True (see [`crate::placed`]).
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use courier_api::CONDITION_DISPATCHED;
+use courier_api::{CONDITION_DISPATCHED, CONDITION_PLACED};
 
 use crate::dispatched;
 use crate::indexes::IndexList;
@@ -80,6 +85,7 @@ pub fn translate_status(input: &TranslateInput<'_>) -> Option<JobStatus> {
     if let Some(report) = input.mirror {
         let m = report.status;
         dispatched::record(&mut conditions, report.placement, now);
+        crate::placed::mark_placed(&mut conditions, report.placement, now);
 
         new.succeeded = max_counter(old.succeeded, m.succeeded);
         new.failed = max_counter(old.failed, m.failed);
@@ -96,7 +102,7 @@ pub fn translate_status(input: &TranslateInput<'_>) -> Option<JobStatus> {
 
         for c in m.conditions.as_deref().unwrap_or_default() {
             if !is_managed_condition(&c.type_) {
-                upsert(&mut conditions, c.clone());
+                upsert(&mut conditions, clamped(c, now));
             }
         }
 
@@ -105,7 +111,7 @@ pub fn translate_status(input: &TranslateInput<'_>) -> Option<JobStatus> {
             Some(end) if origin_interim.is_none_or(|i| i.finished() == end) => {
                 let interim_condition = find_condition(m, end.interim().condition_type())
                     .filter(|c| c.status == "True")
-                    .cloned()
+                    .map(|c| clamped(c, now))
                     .unwrap_or_else(|| synthesized_interim(m, end, now));
                 if origin_interim.is_none() {
                     upsert(&mut conditions, interim_condition);
@@ -123,17 +129,23 @@ pub fn translate_status(input: &TranslateInput<'_>) -> Option<JobStatus> {
                     && let Some(i) = interim(m)
                     && let Some(c) = find_condition(m, i.condition_type())
                 {
-                    upsert(&mut conditions, c.clone());
+                    upsert(&mut conditions, clamped(c, now));
                 }
             }
         }
     }
 
+    if input.mirror.is_none() {
+        // Nobody can see pods of this Job right now.
+        new.active = old.active.map(|_| 0);
+        new.ready = old.ready.map(|_| 0);
+        new.terminating = old.terminating.map(|_| 0);
+    }
     if finishing.is_none() {
         apply_suspended(&mut conditions, input.origin_spec.suspend, now);
     }
 
-    new.start_time = start_time(input, old);
+    new.start_time = start_time(input, old, now);
     new.uncounted_terminated_pods = old.uncounted_terminated_pods.clone().filter(|u| {
         u.succeeded.as_deref().unwrap_or_default().is_empty()
             && u.failed.as_deref().unwrap_or_default().is_empty()
@@ -232,7 +244,22 @@ fn max_counter(old: Option<i32>, mirror: Option<i32>) -> Option<i32> {
 fn is_managed_condition(type_: &str) -> bool {
     type_ == condition::SUSPENDED
         || type_ == CONDITION_DISPATCHED
+        || type_ == CONDITION_PLACED
         || condition::IRREVERSIBLE.contains(&type_)
+}
+
+/// `t`, or `now` when `t` is later (a worker's clock running ahead).
+fn not_after(t: &Time, now: Timestamp) -> Time {
+    if t.0 > now { Time(now) } else { t.clone() }
+}
+
+/// A worker's condition with its times clamped to `now`.
+fn clamped(c: &JobCondition, now: Timestamp) -> JobCondition {
+    JobCondition {
+        last_probe_time: c.last_probe_time.as_ref().map(|t| not_after(t, now)),
+        last_transition_time: c.last_transition_time.as_ref().map(|t| not_after(t, now)),
+        ..c.clone()
+    }
 }
 
 fn upsert(conditions: &mut Vec<JobCondition>, c: JobCondition) {
@@ -263,7 +290,7 @@ fn new_condition(type_: &str, reason: &str, message: &str, now: Timestamp) -> Jo
 /// controller would write.
 fn terminal_condition(m: &JobStatus, end: Finished, now: Timestamp) -> JobCondition {
     let mut c = find_condition(m, end.condition_type())
-        .cloned()
+        .map(|c| clamped(c, now))
         .unwrap_or_else(|| new_condition(end.condition_type(), "", "", now));
     if end == Finished::Complete && c.reason.as_deref().unwrap_or_default().is_empty() {
         c.reason = Some(COMPLETIONS_REACHED.to_string());
@@ -314,13 +341,15 @@ fn apply_suspended(conditions: &mut Vec<JobCondition>, suspend: bool, now: Times
     }
 }
 
-fn start_time(input: &TranslateInput<'_>, old: &JobStatus) -> Option<Time> {
+fn start_time(input: &TranslateInput<'_>, old: &JobStatus, now: Timestamp) -> Option<Time> {
     let mirror_start = input.mirror.map(|r| r.status.start_time.clone());
     match (&old.start_time, mirror_start) {
+        // A worker clock ahead of ours: keep what the origin has rather than chase `now`.
+        (Some(kept), Some(Some(m))) if input.origin_spec.suspend && m.0 > now => Some(kept.clone()),
         // Only a suspended origin may lose or change its startTime; then it follows the mirror.
         (Some(_), Some(mirror_start)) if input.origin_spec.suspend => mirror_start,
         (Some(kept), _) => Some(kept.clone()),
-        (None, Some(mirror_start)) => mirror_start,
+        (None, Some(mirror_start)) => mirror_start.map(|t| not_after(&t, now)),
         (None, None) => None,
     }
 }
@@ -368,12 +397,12 @@ fn index_pair(
 /// Fields every finished origin must have: no pods, a startTime, completionTime only when Complete
 /// (from the mirror, never before startTime).
 fn finish_fields(new: &mut JobStatus, end: Finished, m: Option<&JobStatus>, now: Timestamp) {
-    let start = new
-        .start_time
-        .clone()
-        .or_else(|| m.and_then(|m| m.start_time.clone()))
-        .or_else(|| m.and_then(|m| m.completion_time.clone()))
-        .unwrap_or(Time(now));
+    // The origin's own startTime is immutable (never moved, even if it were ahead of `now`); one
+    // taken from the mirror is clamped to our clock.
+    let start = new.start_time.clone().unwrap_or_else(|| {
+        m.and_then(|m| m.start_time.clone().or_else(|| m.completion_time.clone()))
+            .map_or(Time(now), |t| not_after(&t, now))
+    });
     // The Job controller omits a zero `active`.
     new.active = None;
     new.ready = new.ready.map(|_| 0);
@@ -389,6 +418,7 @@ fn finish_fields(new: &mut JobStatus, end: Finished, m: Option<&JobStatus>, now:
                         .and_then(|c| c.last_transition_time.clone())
                 })
                 .unwrap_or(Time(now));
+            let reported = not_after(&reported, now);
             Some(if reported < start {
                 start.clone()
             } else {

@@ -8,7 +8,10 @@
 //! is dispatched for a finished origin or a suspended one that was never dispatched; Jobs that are not
 //! the origin's mirrors are never patched or deleted; a stale mirror's status never reaches the origin;
 //! re-dispatches stay within the bound; every origin status write is accepted by the API server's Job
-//! status rules (kubesim's); each decision writes the origin at most once. At the end, with every
+//! status rules (kubesim's); each decision writes the origin at most once; a new epoch's mirror is
+//! created only once no other unfinished mirror of ours is visible (stale before new); a suspended
+//! origin is never failed with `DispatchFailed`. Decisions are chains: a crash stops everything, a
+//! failed action (an unreachable or refusing worker) only its chain. At the end, with every
 //! worker reachable and frozen, repeated reconciles converge to a decision with no API writes, leaving
 //! no stale mirror behind (after the origin's deletion, only on workers that were blind at that moment,
 //! which the controller's garbage collection handles).
@@ -26,9 +29,10 @@ use courier_core::job::finished;
 use courier_core::ownership::{Intent, OriginIdentity, Ownership, classify, epoch_label};
 use courier_core::placement::ClusterView;
 use courier_core::reconcile::{
-    Action, Decision, DispatchConfig, Hints, MirrorObservation, MirrorView, OriginView,
+    Action, AvoidKind, Decision, DispatchConfig, Hints, MirrorObservation, MirrorView, OriginView,
     ReconcileInput, decide,
 };
+use support::actions::{apply_merge, labels_of, short, summary};
 use support::{Walker, status_errors};
 
 const ORIGIN_ID: &str = "mgmt";
@@ -44,6 +48,8 @@ struct SimJob {
 struct SimCluster {
     view: ClusterView,
     reachable: bool,
+    /// Creates of the origin's mirror are refused (quota, policy).
+    refuses: bool,
     /// The controller's cache of this cluster has synced.
     synced: bool,
     /// Jobs named like the origin (one namespace, one name: at most one).
@@ -66,36 +72,6 @@ struct Sim {
     /// finalizer only for the intent cluster, and only up to the worker-lost timeout).
     left_to_gc: BTreeSet<String>,
     log: Vec<String>,
-}
-
-fn labels_of(v: &Value) -> BTreeMap<String, String> {
-    v.as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// RFC 7386 merge-patch application.
-fn apply_merge(target: &mut Value, patch: &Value) {
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = json!({});
-            }
-            let t = target.as_object_mut().expect("object");
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    apply_merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        _ => *target = patch.clone(),
-    }
 }
 
 impl Sim {
@@ -122,8 +98,11 @@ impl Sim {
                     server_version: Some("v1.36.0".into()),
                     current_mirrors: 0,
                     degraded: false,
+                    draining: false,
+                    duplicate: false,
                 },
                 reachable: true,
+                refuses: false,
                 synced: true,
                 job: None,
             })
@@ -272,8 +251,7 @@ impl Sim {
             .push(format!("reconcile at {} -> {:?}", self.now, summary(&d)));
 
         let origin_writes = d
-            .actions
-            .iter()
+            .actions()
             .filter(|a| {
                 matches!(
                     a,
@@ -287,7 +265,7 @@ impl Sim {
             origin_writes <= 1,
             "more than one origin write in one decision",
         );
-        for a in &d.actions {
+        for a in d.actions() {
             match a {
                 Action::CreateMirror { .. } => {
                     self.check(!was_finished, "a mirror created for a finished origin");
@@ -308,10 +286,19 @@ impl Sim {
             }
         }
 
-        for a in d.actions.iter().take(crash_after) {
-            if !self.apply(a) {
-                self.log.push(format!("  stopped at {}", short(a)));
-                break;
+        // A crash stops everything; a failed action stops the rest of its chain only.
+        let mut budget = crash_after;
+        'chains: for chain in &d.chains {
+            for a in chain {
+                if budget == 0 {
+                    self.log.push("  crashed".into());
+                    break 'chains;
+                }
+                budget -= 1;
+                if !self.apply(a) {
+                    self.log.push(format!("  stopped at {}", short(a)));
+                    break;
+                }
             }
         }
         self.check_state();
@@ -363,6 +350,7 @@ impl Sim {
                     "mirror epoch label differs from the create",
                 );
                 let identity = self.identity();
+                let now = self.now;
                 let c = self.cluster_mut(cluster);
                 if !c.reachable {
                     return false;
@@ -373,10 +361,39 @@ impl Sim {
                         return true; // adopt
                     }
                     if !verdict.is_ours() {
-                        self.hints.foreign_on.insert(cluster.clone());
+                        let config = self.config.clone();
+                        self.hints.avoid(
+                            cluster,
+                            AvoidKind::Foreign,
+                            "AlreadyExists",
+                            now,
+                            &config,
+                        );
                     }
                     return false;
                 }
+                if c.refuses {
+                    let config = self.config.clone();
+                    self.hints
+                        .avoid(cluster, AvoidKind::Refused, "exceeded quota", now, &config);
+                    return false;
+                }
+                // Stale before new: no other unfinished mirror of ours where the caches can see.
+                let running_elsewhere: Vec<String> = self
+                    .clusters
+                    .iter()
+                    .filter(|o| o.reachable && o.synced && o.view.name != *cluster)
+                    .filter(|o| {
+                        o.job
+                            .as_ref()
+                            .is_some_and(|j| self.is_ours(j, &o.view.name) && !j.walker.finished())
+                    })
+                    .map(|o| o.view.name.clone())
+                    .collect();
+                self.check(
+                    running_elsewhere.is_empty(),
+                    &format!("epoch {epoch} created on {cluster} while mirrors of ours still run on {running_elsewhere:?}"),
+                );
                 self.next_uid += 1;
                 let uid = format!("m{}", self.next_uid);
                 let walker = Walker::new(mirror["spec"].clone(), false);
@@ -462,6 +479,14 @@ impl Sim {
                     errors.is_empty(),
                     &format!("origin status write rejected: {errors:?}"),
                 );
+                let dispatch_failed = new_status["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Failed" && c["reason"] == "DispatchFailed")
+                });
+                self.check(
+                    !(dispatch_failed && self.origin["spec"]["suspend"] == json!(true)),
+                    "a suspended origin was failed with DispatchFailed",
+                );
                 let intent_epoch = self.intent().map(|i| i.epoch.to_string());
                 let tag = |s: &Value| {
                     s["conditions"].as_array().and_then(|cs| {
@@ -496,7 +521,7 @@ impl Sim {
                 }
                 true
             }
-            Action::Event { .. } | Action::Requeue { .. } => true,
+            Action::Event { .. } => true,
         }
     }
 
@@ -631,6 +656,20 @@ impl Sim {
                 self.log
                     .push(format!("{name} paused={}", self.clusters[i].view.paused));
             }
+            // A worker starts or stops refusing the mirror (quota, policy).
+            14 => {
+                self.clusters[i].refuses = !self.clusters[i].refuses;
+                self.log
+                    .push(format!("{name} refuses={}", self.clusters[i].refuses));
+            }
+            // Its WorkerCluster is deleted (draining), or the deletion is undone (a re-registration).
+            15 => {
+                self.clusters[i].view.draining = !self.clusters[i].view.draining;
+                self.log.push(format!(
+                    "{name} draining={}",
+                    self.clusters[i].view.draining
+                ));
+            }
             _ => {
                 self.hints = Hints::default();
                 self.log.push("controller restart".into());
@@ -639,33 +678,8 @@ impl Sim {
     }
 }
 
-fn short(a: &Action) -> String {
-    match a {
-        Action::WriteIntent {
-            cluster,
-            epoch,
-            redispatches,
-            ..
-        } => format!("WriteIntent({cluster},{epoch},{redispatches})"),
-        Action::EnsureNamespace { cluster, .. } => format!("EnsureNamespace({cluster})"),
-        Action::CreateMirror { cluster, epoch, .. } => format!("CreateMirror({cluster},{epoch})"),
-        Action::PatchMirrorSpec { cluster, .. } => format!("PatchMirrorSpec({cluster})"),
-        Action::DeleteMirror { cluster, uid, .. } => format!("DeleteMirror({cluster},{uid})"),
-        Action::WriteOriginStatus { .. } => "WriteOriginStatus".into(),
-        Action::RemoveFinalizer { .. } => "RemoveFinalizer".into(),
-        Action::Event {
-            reason, message, ..
-        } => format!("Event({reason}: {message})"),
-        Action::Requeue { after } => format!("Requeue({}s)", after.as_secs()),
-    }
-}
-
-fn summary(d: &Decision) -> Vec<String> {
-    d.actions.iter().map(short).collect()
-}
-
 fn mutates(a: &Action) -> bool {
-    !matches!(a, Action::Event { .. } | Action::Requeue { .. })
+    !matches!(a, Action::Event { .. })
 }
 
 /// Perturbations weighted so that long stories (dispatch, report, loss, re-dispatch) are common.
@@ -682,6 +696,8 @@ fn op_strategy() -> impl Strategy<Value = u8> {
         4 => Just(10u8),    // cache sync toggle
         4 => Just(11u8),    // pause toggle
         3 => Just(12u8),    // controller restart (hints lost)
+        3 => Just(14u8),    // a worker refuses / accepts the mirror
+        2 => Just(15u8),    // a WorkerCluster is being removed / re-registered
     ]
 }
 
@@ -714,7 +730,7 @@ proptest! {
             if sim.origin_gone {
                 break;
             }
-            if op >= 13 {
+            if op == 13 {
                 // Reconcile, sometimes crashing part-way.
                 let crash_after = if crash_after >= 5 { usize::MAX } else { crash_after };
                 sim.reconcile(crash_after);
@@ -727,6 +743,7 @@ proptest! {
         for c in &mut sim.clusters {
             c.reachable = true;
             c.synced = true;
+            c.refuses = false;
             c.view.ready = true;
             c.view.not_ready_since = None;
         }
@@ -737,7 +754,7 @@ proptest! {
                 break;
             }
             let d = sim.reconcile(usize::MAX);
-            if !d.actions.iter().any(mutates) {
+            if !d.actions().any(mutates) {
                 converged = true;
                 break;
             }

@@ -318,4 +318,55 @@ proptest! {
             prop_assert!(origin.finished() || committed_elsewhere, "history:\n  {}", origin.log.join("\n  "));
         }
     }
+
+    /// Point 18: a mirror queued by the worker's Kueue (created suspended, admitted later, maybe
+    /// preempted) under an unsuspended origin. Every origin write passes the API server's rules,
+    /// and the origin never claims the Job started before Kueue admitted the mirror.
+    #[test]
+    fn kueue_queued_mirrors(
+        indexed in any::<bool>(),
+        completions in 1i32..5,
+        parallelism in 1i32..4,
+        legacy in any::<bool>(),
+        steps in proptest::collection::vec((0u8..14, any::<u8>()), 1..60),
+    ) {
+        let worker_spec = spec(indexed, false, completions, parallelism, false);
+        let mut origin = Origin::new(&worker_spec, 0);
+        let base = ts("2026-05-01T10:00:00Z");
+        let mut walker = Walker::new(worker_spec.clone(), legacy);
+        walker.set_suspend(true, base);
+        let mut admitted = false;
+        for (i, (op, arg)) in steps.iter().enumerate() {
+            let now = at(base, 10.0 + 10.0 * i as f64);
+            let origin_suspended = origin.job["spec"]["suspend"] == json!(true);
+            match op {
+                // The user suspends or resumes the origin: Courier only ever suspends the mirror.
+                11 => {
+                    origin.set_suspend(!origin_suspended);
+                    if !origin_suspended {
+                        walker.set_suspend(true, now);
+                    }
+                }
+                // Kueue admits the mirror (or preempts it again).
+                12 if !origin_suspended => {
+                    let admit = walker.suspended();
+                    walker.set_suspend(!admit, now);
+                    admitted |= admit;
+                }
+                // A suspended Job's controller runs nothing.
+                _ if !walker.suspended() => {
+                    walker.step(*op, *arg, now);
+                }
+                _ => {}
+            }
+            origin.report(Some(&walker.status()), now);
+            if !admitted && origin.job["spec"]["suspend"] != json!(true) {
+                prop_assert!(
+                    origin.status().start_time.is_none(),
+                    "the origin claims a queued Job started:\n  {}",
+                    origin.log.join("\n  ")
+                );
+            }
+        }
+    }
 }

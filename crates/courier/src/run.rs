@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use courier_api::{DEFAULT_NAMESPACE, DEFAULT_ORIGIN_ID};
-use courier_controller::{ControllerConfig, CredentialPolicy};
+use courier_controller::{ControllerConfig, CredentialPolicy, LeaseTimings};
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -39,6 +39,15 @@ pub struct RunArgs {
     #[arg(long, env = "COURIER_LEADER_ELECT", num_args = 0..=1, default_missing_value = "true",
           default_value = "false", value_parser = clap::builder::BoolishValueParser::new())]
     pub leader_elect: bool,
+    /// How long a Lease stays valid without renewal: the standbys take over after it.
+    #[arg(long, env = "COURIER_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// A leader that could not renew for this long stops writing (at most 2/3 of the lease duration).
+    #[arg(long, env = "COURIER_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// Interval of leader-election rounds.
+    #[arg(long, env = "COURIER_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
     /// Leader-election identity (default: the host name plus a random suffix).
     #[arg(long, env = "COURIER_IDENTITY")]
     pub identity: Option<String>,
@@ -56,6 +65,10 @@ pub struct RunArgs {
     /// Interval of the garbage-collection sweep over every worker's mirrors.
     #[arg(long, env = "COURIER_GC_INTERVAL", default_value = "1m", value_parser = parse_duration)]
     pub gc_interval: Duration,
+    /// How long a finished mirror (and its pods) stays on its worker once the origin holds its final
+    /// status (`never` keeps it until the origin is deleted). Where the Job ran stays on the origin.
+    #[arg(long, env = "COURIER_FINISHED_MIRROR_TTL", default_value = "10m", value_parser = parse_ttl)]
+    pub finished_mirror_ttl: Ttl,
     /// How many times a Job whose mirror disappeared is re-dispatched before it is failed.
     #[arg(long, env = "COURIER_MAX_REDISPATCH", default_value_t = 3)]
     pub max_redispatch: u32,
@@ -81,6 +94,17 @@ pub struct RunArgs {
 pub enum RedispatchOnWorkerLoss {
     Always,
     Never,
+}
+
+/// `--finished-mirror-ttl`: a duration or never.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ttl(pub Option<Duration>);
+
+fn parse_ttl(s: &str) -> Result<Ttl, String> {
+    if s == "never" {
+        return Ok(Ttl(None));
+    }
+    parse_duration(s).map(|d| Ttl(Some(d)))
 }
 
 /// `--metrics-addr`: an address or off.
@@ -110,7 +134,13 @@ impl RunArgs {
             redispatch_on_worker_loss: self.redispatch_on_worker_loss
                 == RedispatchOnWorkerLoss::Always,
             gc_interval: self.gc_interval,
+            finished_mirror_ttl: self.finished_mirror_ttl.0,
             leader_elect: self.leader_elect,
+            lease: Some(LeaseTimings {
+                duration: self.leader_elect_lease_duration,
+                renew_deadline: self.leader_elect_renew_deadline,
+                retry_period: self.leader_elect_retry_period,
+            }),
             identity: self.identity.clone().unwrap_or_else(default_identity),
             credentials: CredentialPolicy {
                 allow_exec: self.allow_exec_kubeconfigs,
@@ -225,6 +255,7 @@ mod tests {
         assert_eq!(c.worker_lost_timeout, Duration::from_secs(900));
         assert_eq!(c.gc_interval, Duration::from_secs(60));
         assert_eq!(c.max_redispatch, 3);
+        assert_eq!(c.finished_mirror_ttl, Some(Duration::from_secs(600)));
         assert!(c.redispatch_on_worker_loss);
         assert!(!c.leader_elect);
         assert_eq!(c.credentials, CredentialPolicy::default());
@@ -243,6 +274,7 @@ mod tests {
             "--allow-exec-kubeconfigs",
             "--metrics-addr=off",
             "--concurrency=4",
+            "--finished-mirror-ttl=never",
         ])
         .expect("parses");
         let c = t.run.config();
@@ -253,6 +285,28 @@ mod tests {
         assert!(c.credentials.allow_exec && !c.credentials.allow_insecure_tls);
         assert_eq!(c.metrics_addr, None);
         assert_eq!(c.concurrency, 4);
+        assert_eq!(c.finished_mirror_ttl, None);
+        let t = T::try_parse_from(["t", "--finished-mirror-ttl", "30s"]).expect("parses");
+        assert_eq!(
+            t.run.config().finished_mirror_ttl,
+            Some(Duration::from_secs(30))
+        );
+        assert!(T::try_parse_from(["t", "--finished-mirror-ttl=soon"]).is_err());
+        let t = T::try_parse_from([
+            "t",
+            "--leader-elect-lease-duration=3s",
+            "--leader-elect-renew-deadline=2s",
+            "--leader-elect-retry-period=300ms",
+        ])
+        .expect("parses");
+        assert_eq!(
+            t.run.config().lease,
+            Some(LeaseTimings {
+                duration: Duration::from_secs(3),
+                renew_deadline: Duration::from_secs(2),
+                retry_period: Duration::from_millis(300),
+            })
+        );
         assert!(T::try_parse_from(["t", "--concurrency=0"]).is_err());
         assert!(T::try_parse_from(["t", "--metrics-addr=nope"]).is_err());
         assert!(T::try_parse_from(["t", "--leader-elect=false"]).is_ok());

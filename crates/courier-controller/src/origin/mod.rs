@@ -7,6 +7,7 @@
 //! labels/weight/paused: see `Shared::on_cluster_changed`), decisions' own requeues, retries with
 //! backoff, and a periodic resync.
 
+mod execute;
 pub mod reconcile;
 pub mod store;
 
@@ -121,8 +122,10 @@ pub async fn worker(shared: Arc<Shared>) {
             k = shared.queue.next() => k,
         };
         if !shared.is_leader() {
+            // Leading on paper, but the lease is not renewed in time: write nothing meanwhile.
             shared.queue.done(&key);
             shared.queue.add(key);
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             continue;
         }
         let span = info_span!("reconcile", origin = %key);

@@ -1,5 +1,5 @@
-//! One reconcile of one origin: read the caches into a `ReconcileInput`, `decide`, perform the
-//! actions in order with the right clients, stop at the first failure.
+//! One reconcile of one origin: read the caches into a `ReconcileInput`, `decide`, and perform the
+//! decision's chains ([`super::execute`]).
 //!
 //! The contract with `courier_core::reconcile` (see its module docs) is followed literally:
 //! - decide runs only once the WorkerCluster list and the origin cache have synced;
@@ -9,22 +9,22 @@
 //!   409, never a blind overwrite), status only through `/status`; decide plans at most one per
 //!   decision, and each successful write re-queues the key and is written through to the cache;
 //! - mirror creates are idempotent: AlreadyExists is classified (`Current` = adopt, `Stale` = wait
-//!   for its deletion, someone else's = remember the cluster in `Hints::foreign_on` and re-decide);
+//!   for its deletion, someone else's = a `Foreign` hint for the cluster and re-decide); refusals
+//!   and unanswered creates become hints too, so the next decision moves the Job on;
 //! - mirror patches carry a UID precondition, deletes a UID precondition and Background
 //!   propagation; 404 / 409 on delete count as done;
-//! - the origin's full JSON (to build a mirror from) is fetched only when decide asks for it
-//!   (`Wait::OriginJsonMissing`), then decide runs again on the fresh object;
-//! - only the leader writes (checked before every write).
+//! - the origin's full JSON is fetched only when decide asks for a fresh read
+//!   (`Decision::needs_fresh_origin`: a mirror to build or a template to patch, or a mirror ahead of
+//!   the cached intent to judge), then decide runs again on the fresh object;
+//! - only the leader writes (checked immediately before every write, time-bounded by the lease).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use courier_api::reasons::EVENT_STATUS_SYNC_FAILED;
-use courier_core::ownership::{Intent, OriginIdentity, Ownership, classify};
 use courier_core::placement::ClusterView;
 use courier_core::reconcile::{
-    Action, Decision, EventType, Hints, MirrorObservation, OriginView, ReconcileInput, Wait, decide,
+    Decision, EventType, Hints, MirrorObservation, OriginView, ReconcileInput, decide,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -35,12 +35,13 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::execute::execute;
 use super::get_origin_json;
 use super::store::{self, OriginEntry};
 use crate::FIELD_MANAGER;
 use crate::errors::{CallError, ReconcileError, with_timeout};
 use crate::queue::ObjectKey;
-use crate::registry::{Cluster, ProbeState};
+use crate::registry::ProbeState;
 use crate::shared::Shared;
 
 /// What a reconcile reads, gathered from the caches in one pass.
@@ -54,13 +55,20 @@ pub struct Inputs {
 }
 
 /// Reads the caches for `key`; `None` when no managed origin has that name.
+///
+/// A duplicate registration (`DuplicateCluster`) is never eligible for placement, and shows the
+/// health and the mirror of the registration it duplicates (the same API server) for a Job placed
+/// through it before the duplicate was known, which is then followed, not fenced.
 pub fn gather(shared: &Shared, key: &ObjectKey) -> Option<Inputs> {
     let entry = shared.origins.get(key)?;
+    let intent_cluster = entry.view.intent().map(|i| i.cluster);
     let mut mirrors = BTreeMap::new();
     let mut observed_at = HashMap::new();
     let mut clusters = Vec::new();
     for c in shared.registry.all() {
-        let health = c.health();
+        let base = c.duplicate_of().and_then(|b| shared.registry.get(&b));
+        let server = base.as_deref().unwrap_or(&c);
+        let health = server.health();
         let wc = c.worker_cluster();
         clusters.push(ClusterView {
             name: c.name.clone(),
@@ -76,10 +84,20 @@ pub fn gather(shared: &Shared, key: &ObjectKey) -> Option<Inputs> {
             },
             server_version: health.server_version.clone(),
             current_mirrors: shared.origins.placed_on(&c.name),
-            degraded: c.stalled(),
+            degraded: server.stalled(),
+            draining: c.draining(),
+            duplicate: base.is_some(),
         });
-        let observation = if health.ready() && c.mirrors.is_synced() {
-            match c.mirrors.get(key) {
+        let placed_here = intent_cluster.as_deref() == Some(c.name.as_str());
+        let placed_on_alias = intent_cluster
+            .as_deref()
+            .and_then(|i| shared.registry.get(i))
+            .is_some_and(|i| i.duplicate_of().as_deref() == Some(c.name.as_str()));
+        let observation = if (base.is_some() && !placed_here) || placed_on_alias {
+            // One Job under two names: read through the name it was placed with only.
+            MirrorObservation::Unknown
+        } else if health.ready() && server.mirrors.is_synced() {
+            match server.mirrors.get(key) {
                 Some(m) => {
                     observed_at.insert(c.name.clone(), m.observed_at);
                     MirrorObservation::Present(Box::new((*m.view).clone()))
@@ -161,11 +179,6 @@ pub async fn run(shared: &Arc<Shared>, key: &ObjectKey) {
     }
 }
 
-fn step(what: impl Into<String>) -> impl FnOnce(CallError) -> ReconcileError {
-    let step = what.into();
-    move |error| ReconcileError { step, error }
-}
-
 async fn reconcile(
     shared: &Arc<Shared>,
     key: &ObjectKey,
@@ -187,25 +200,23 @@ async fn reconcile(
         hints: &inputs.hints,
         now,
     });
-    if first.wait != Some(Wait::OriginJsonMissing) {
+    if !first.needs_fresh_origin {
         shared.record_wait(key, first.wait.as_ref());
-        return execute(shared, key, &inputs.entry.view, &inputs, first.actions).await;
+        return execute(shared, key, &inputs.entry.view, &inputs, first).await;
     }
-    // A mirror must be built: read the whole origin and decide again on it.
-    let json = get_origin_json(shared, key)
-        .await
-        .map_err(step("read the origin Job"))?;
-    let Some(json) = json else {
+    // The cached origin is not enough: read it fresh and decide again on it.
+    let read = |e| ReconcileError {
+        step: "read the origin Job".into(),
+        error: e,
+    };
+    let Some(json) = get_origin_json(shared, key).await.map_err(read)? else {
         return Ok(None);
     };
-    let view = OriginView::from_json(&json).map_err(|e| ReconcileError {
-        step: "read the origin Job".into(),
-        error: CallError::Other(e.to_string()),
-    })?;
+    let view = OriginView::from_json(&json).map_err(|e| read(CallError::Other(e.to_string())))?;
     if let Ok(Some(entry)) = store::trim(&json) {
         shared.origins.upsert(key.clone(), entry);
     }
-    let decision = decide(&ReconcileInput {
+    let decision: Decision = decide(&ReconcileInput {
         origin: &view,
         origin_json: Some(&json),
         mirrors: &inputs.mirrors,
@@ -215,255 +226,10 @@ async fn reconcile(
         now,
     });
     shared.record_wait(key, decision.wait.as_ref());
-    execute(shared, key, &view, &inputs, decision.actions).await
+    execute(shared, key, &view, &inputs, decision).await
 }
 
-fn cluster(shared: &Shared, name: &str) -> Result<Arc<Cluster>, ReconcileError> {
-    shared.registry.get(name).ok_or_else(|| ReconcileError {
-        step: format!("reach WorkerCluster {name}"),
-        error: CallError::NotConnected(name.to_string()),
-    })
-}
-
-fn leader_only(shared: &Shared) -> Result<(), ReconcileError> {
-    if shared.is_leader() {
-        Ok(())
-    } else {
-        Err(ReconcileError {
-            step: "write".into(),
-            error: CallError::Other("this replica is no longer the leader".into()),
-        })
-    }
-}
-
-async fn execute(
-    shared: &Arc<Shared>,
-    key: &ObjectKey,
-    origin: &OriginView,
-    inputs: &Inputs,
-    actions: Vec<Action>,
-) -> Result<Option<Duration>, ReconcileError> {
-    let mut requeue: Option<Duration> = None;
-    let ns = key.namespace.as_str();
-    for action in actions {
-        if !matches!(action, Action::Requeue { .. }) {
-            leader_only(shared)?;
-        }
-        match action {
-            Action::WriteIntent {
-                cluster,
-                epoch,
-                patch,
-                ..
-            } => {
-                let obj = patch_origin(shared, key, &patch, false)
-                    .await
-                    .map_err(step(format!(
-                        "write the placement intent ({cluster}, epoch {epoch})"
-                    )))?;
-                write_through(shared, key, &obj);
-                shared.queue.add(key.clone());
-                debug!(cluster, epoch, "placement intent written");
-            }
-            Action::EnsureNamespace {
-                cluster: c,
-                namespace,
-            } => {
-                cluster(shared, &c)?
-                    .ensure_namespace(&namespace)
-                    .await
-                    .map_err(step(format!("create namespace {namespace} on {c}")))?;
-            }
-            Action::CreateMirror {
-                cluster: c,
-                epoch,
-                mirror,
-            } => {
-                let handle = cluster(shared, &c)?;
-                match handle.create_job(ns, &mirror).await {
-                    Ok(_) => {
-                        dispatched(shared, inputs, &c, "created", epoch);
-                        info!(cluster = %c, epoch, "mirror created");
-                    }
-                    Err(e) if e.is_already_exists() => {
-                        let intent = Intent {
-                            cluster: c.clone(),
-                            epoch,
-                        };
-                        match adopt(shared, key, origin, &handle, &intent).await? {
-                            Adoption::Adopted => dispatched(shared, inputs, &c, "adopted", epoch),
-                            Adoption::StaleInTheWay => {
-                                return Ok(Some(shared.tuning.short_retry));
-                            }
-                            Adoption::Foreign => {
-                                dispatched(shared, inputs, &c, "conflict", epoch);
-                                shared.queue.add(key.clone());
-                                return Ok(None);
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        dispatched(shared, inputs, &c, "error", epoch);
-                        if e.is_not_found() {
-                            // The namespace vanished under us; create it again next time.
-                            handle.forget_namespace(ns);
-                        }
-                        return Err(step(format!("create the mirror on {c} (epoch {epoch})"))(e));
-                    }
-                }
-            }
-            Action::PatchMirrorSpec {
-                cluster: c,
-                namespace,
-                name,
-                uid,
-                patch,
-            } => {
-                cluster(shared, &c)?
-                    .patch_job(&namespace, &name, &uid, &patch)
-                    .await
-                    .map_err(step(format!("update the mirror on {c}")))?;
-                debug!(cluster = %c, patch = %patch, "mirror spec updated");
-            }
-            Action::DeleteMirror {
-                cluster: c,
-                namespace,
-                name,
-                uid,
-                ..
-            } => {
-                cluster(shared, &c)?
-                    .delete_job(&namespace, &name, &uid)
-                    .await
-                    .map_err(step(format!("delete the mirror on {c}")))?;
-                info!(cluster = %c, uid, "mirror deleted");
-            }
-            Action::WriteOriginStatus { patch, .. } => {
-                let synced_from = origin.intent().map(|i| i.cluster);
-                let label = synced_from.clone().unwrap_or_default();
-                match patch_origin(shared, key, &patch, true).await {
-                    Ok(obj) => {
-                        write_through(shared, key, &obj);
-                        shared.queue.add(key.clone());
-                        shared
-                            .metrics
-                            .status_sync_total
-                            .with_label_values(&[&label, "ok"])
-                            .inc();
-                        if let Some(seen) = synced_from.and_then(|c| inputs.observed_at.get(&c)) {
-                            shared
-                                .metrics
-                                .status_sync_seconds
-                                .with_label_values(&[&label])
-                                .observe(seen.elapsed().as_secs_f64());
-                        }
-                    }
-                    Err(e) => {
-                        shared
-                            .metrics
-                            .status_sync_total
-                            .with_label_values(&[&label, "error"])
-                            .inc();
-                        // A conflict only means the cache was behind; not worth a Warning event.
-                        if !e.is_conflict() {
-                            publish_event(
-                                shared,
-                                origin,
-                                EVENT_STATUS_SYNC_FAILED,
-                                EventType::Warning,
-                                &format!("cannot write the status copied from the mirror: {e}"),
-                            )
-                            .await;
-                        }
-                        return Err(step("write the origin status")(e));
-                    }
-                }
-            }
-            Action::RemoveFinalizer { patch } => {
-                // Not written through: the origin is going away and its Delete event may already
-                // have been seen.
-                patch_origin(shared, key, &patch, false)
-                    .await
-                    .map_err(step("remove the finalizer"))?;
-                info!("mirror cleanup done; finalizer removed");
-            }
-            Action::Event {
-                reason,
-                type_,
-                message,
-            } => publish_event(shared, origin, reason, type_, &message).await,
-            Action::Requeue { after } => {
-                requeue = Some(requeue.map_or(after, |r| r.min(after)));
-            }
-        }
-    }
-    Ok(requeue)
-}
-
-enum Adoption {
-    Adopted,
-    StaleInTheWay,
-    Foreign,
-}
-
-/// A create answered AlreadyExists: whose Job holds the name?
-async fn adopt(
-    shared: &Shared,
-    key: &ObjectKey,
-    origin: &OriginView,
-    handle: &Cluster,
-    intent: &Intent,
-) -> Result<Adoption, ReconcileError> {
-    let existing = handle
-        .get_job(&key.namespace, &key.name)
-        .await
-        .map_err(step(format!("read the existing Job on {}", intent.cluster)))?;
-    let Some(existing) = existing else {
-        // Deleted in between: the next decision creates it.
-        return Ok(Adoption::StaleInTheWay);
-    };
-    let labels = existing.metadata.labels.clone().unwrap_or_default();
-    let identity = OriginIdentity {
-        origin_id: &shared.cfg.origin_id,
-        origin_uid: &origin.uid,
-    };
-    Ok(
-        match classify(&labels, &intent.cluster, identity, Some(intent)) {
-            Ownership::Current => {
-                debug!(cluster = %intent.cluster, epoch = intent.epoch, "mirror already existed; adopted");
-                Adoption::Adopted
-            }
-            Ownership::Stale { .. } => Adoption::StaleInTheWay,
-            Ownership::Foreign | Ownership::OtherOrigin { .. } => {
-                info!(cluster = %intent.cluster, "a Job that is not this origin's mirror holds the name; trying elsewhere");
-                shared.add_foreign(key, &origin.uid, &intent.cluster);
-                Adoption::Foreign
-            }
-        },
-    )
-}
-
-fn dispatched(shared: &Shared, inputs: &Inputs, cluster: &str, result: &str, epoch: u64) {
-    let m = &shared.metrics;
-    m.dispatch_total.with_label_values(&[cluster, result]).inc();
-    if epoch > 1 && result == "created" {
-        m.redispatches.with_label_values(&[cluster]).inc();
-    }
-    if epoch == 1
-        && matches!(result, "created" | "adopted")
-        && let Some(created) = inputs.entry.created
-    {
-        let secs = Timestamp::now()
-            .duration_since(created)
-            .as_secs_f64()
-            .max(0.0);
-        m.dispatch_seconds
-            .with_label_values(&[cluster, result])
-            .observe(secs);
-    }
-}
-
-async fn patch_origin(
+pub async fn patch_origin(
     shared: &Shared,
     key: &ObjectKey,
     patch: &Value,
@@ -486,7 +252,7 @@ async fn patch_origin(
 
 /// Puts the server's answer to our own write into the cache (it is at least as new as the cache:
 /// the write carried the cached resourceVersion as a precondition).
-fn write_through(shared: &Shared, key: &ObjectKey, obj: &DynamicObject) {
+pub fn write_through(shared: &Shared, key: &ObjectKey, obj: &DynamicObject) {
     if let Ok(json) = serde_json::to_value(obj)
         && let Ok(Some(entry)) = store::trim(&json)
     {
@@ -499,8 +265,9 @@ fn action_for(reason: &str) -> &'static str {
     use courier_api::reasons::*;
     match reason {
         EVENT_DISPATCHED | EVENT_DISPATCH_FAILED => "Dispatch",
-        EVENT_MIRROR_CONFLICT | EVENT_NO_ELIGIBLE_CLUSTER => "Place",
-        EVENT_REDISPATCHED => "Redispatch",
+        EVENT_MIRROR_CONFLICT | EVENT_NO_ELIGIBLE_CLUSTER | EVENT_MIRROR_REJECTED => "Place",
+        EVENT_REDISPATCHED | EVENT_MIRROR_RECREATED => "Redispatch",
+        EVENT_MIRROR_OUT_OF_SYNC => "Update",
         EVENT_STATUS_SYNC_FAILED | EVENT_MIRROR_LOST => "SyncStatus",
         EVENT_MIRROR_ORPHANED => "Delete",
         _ => "Reconcile",
@@ -531,6 +298,9 @@ pub async fn publish_event(
     type_: EventType,
     message: &str,
 ) {
+    if !shared.is_leader() {
+        return;
+    }
     let reference = ObjectReference {
         api_version: Some("batch/v1".into()),
         kind: Some("Job".into()),

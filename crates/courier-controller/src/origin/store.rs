@@ -3,10 +3,11 @@
 //!
 //! # Memory
 //! An entry keeps the origin's `status` (needed whole: status writes are merge patches against
-//! it), its finalizers, Courier's own `courier.dev/*` labels and annotations, and only the spec
-//! fields decisions read (managedBy, suspend, completions, parallelism, completionMode,
-//! backoffLimitPerIndex, manualSelector and the fields that flow down; `successPolicy` is reduced to
-//! `{}` since only its presence matters). The pod template, managedFields and user metadata are
+//! it), its finalizers, Courier's own `courier.dev/*` labels and annotations (and Kueue's queue
+//! label), and only the spec fields decisions read (managedBy, suspend, completions, parallelism,
+//! completionMode, backoffLimitPerIndex, manualSelector and the fields that flow down;
+//! `successPolicy` is reduced to `{}` since only its presence matters). The pod template is reduced
+//! to its hash (template drift, see `courier_core::drift`); managedFields and user metadata are
 //! dropped: ~1-2 KB per Job instead of the full object. The full JSON a mirror is built from is
 //! fetched with one GET when a mirror must be created (once per placement), which costs a request
 //! per dispatch instead of holding every template in memory.
@@ -95,7 +96,10 @@ pub fn trim(job: &Value) -> Result<Option<OriginEntry>, ViewError> {
         if let Some(map) = meta.get(key).and_then(Value::as_object) {
             let ours: Map<String, Value> = map
                 .iter()
-                .filter(|(k, _)| k.starts_with(COURIER_PREFIX))
+                .filter(|(k, _)| {
+                    k.starts_with(COURIER_PREFIX)
+                        || k.as_str() == courier_api::LABEL_KUEUE_QUEUE_NAME
+                })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             m.insert(key.into(), Value::Object(ours));
@@ -120,7 +124,9 @@ pub fn trim(job: &Value) -> Result<Option<OriginEntry>, ViewError> {
         "spec": s,
         "status": job.get("status").cloned().unwrap_or(Value::Null),
     });
-    let view = OriginView::from_json(&trimmed)?;
+    let mut view = OriginView::from_json(&trimmed)?;
+    view.template_hash =
+        spec.and_then(|s| courier_core::drift::template_hash(&Value::Object(s.clone())));
     let created = meta
         .get("creationTimestamp")
         .and_then(Value::as_str)
@@ -317,6 +323,13 @@ mod tests {
         let e = trim(&job("5", Some("w1"), false)).ok().flatten();
         let Some(e) = e else { panic!("ours") };
         assert_eq!(e.view.spec_json.get("template"), None);
+        let full = job("5", Some("w1"), false);
+        assert_eq!(
+            e.view.template_hash,
+            courier_core::drift::template_hash(&full["spec"]),
+            "the template is kept as its hash"
+        );
+        assert!(e.view.template_hash.is_some());
         assert_eq!(e.view.spec_json["parallelism"], json!(2));
         assert!(e.view.spec.has_success_policy);
         assert_eq!(e.view.annotations.len(), 1);

@@ -5,7 +5,15 @@
 //!
 //! Loop: one *cycle*, then sleep until the next probe (healthy), the next backoff step (failing:
 //! exponential, jittered, capped) or a wake-up (Secret or WorkerCluster changed, a call or the watch
-//! failed, leadership gained, cache synced).
+//! failed, leadership gained, cache synced, a draining cluster lost a mirror).
+//!
+//! A worker that cannot be reached costs one probe per backoff period: its mirror watch is stopped
+//! at the first failed probe and restarted by the next successful one, and a failure is logged when
+//! the state or reason changes, then at most once per backoff cap.
+//!
+//! Each cycle also keeps the WorkerCluster's lifecycle ([`super::lifecycle`]): the drain finalizer,
+//! the release of a drained one, and the duplicate check (before any probe, and again with the
+//! `kube-system` namespace UID the probe reads).
 //!
 //! Becoming Ready (first connect or after an outage) waits for a fresh list of the worker's mirrors
 //! and, on the leader, a garbage-collection sweep of that worker, so stale mirrors (from epochs
@@ -15,17 +23,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use courier_api::reasons::{
-    REASON_CONNECTED, REASON_FORBIDDEN, REASON_INVALID_KUBECONFIG, REASON_SECRET_NOT_FOUND,
-    REASON_UNAUTHORIZED, REASON_UNREACHABLE,
+    REASON_CONNECTED, REASON_DUPLICATE_CLUSTER, REASON_FORBIDDEN, REASON_INVALID_KUBECONFIG,
+    REASON_SECRET_NOT_FOUND, REASON_UNAUTHORIZED, REASON_UNREACHABLE,
 };
 use courier_core::status::whole_seconds;
 use jiff::Timestamp;
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use kube::Api;
 use kube::api::PostParams;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
+use super::lifecycle::{self, normalize_server};
 use super::{Cluster, Connection, Health, ProbeState, mirrors, status};
 use crate::backoff::Backoff;
 use crate::credentials::{self, ClientTimeouts};
@@ -45,6 +55,8 @@ struct TaskState {
     fresh_watch: bool,
     /// A GC sweep of this worker is due before it turns Ready.
     sweep: bool,
+    /// When a failure was last logged (repeats are logged at most once per backoff cap).
+    last_warn: Option<Instant>,
 }
 
 /// Runs the cluster's task until the cluster is removed or the controller stops.
@@ -52,8 +64,9 @@ pub async fn run(shared: Arc<Shared>, cluster: Arc<Cluster>) {
     let mut st = TaskState {
         backoff: Backoff::new(shared.tuning.backoff_min, shared.tuning.backoff_max),
         watch: None,
-        fresh_watch: false,
+        fresh_watch: true,
         sweep: true,
+        last_warn: None,
     };
     loop {
         let delay = cycle(&shared, &cluster, &mut st).await;
@@ -75,6 +88,11 @@ async fn cycle(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState)
         // Woken when the Secret list syncs.
         return shared.tuning.backoff_max;
     }
+    lifecycle::ensure_finalizer(shared, cluster).await;
+    if lifecycle::release_if_drained(shared, cluster).await {
+        // The WorkerCluster goes now; its Delete event ends this task.
+        return shared.tuning.backoff_max;
+    }
     let text = match kubeconfig_text(shared, cluster) {
         Ok(t) => t,
         Err((reason, message)) => {
@@ -85,7 +103,7 @@ async fn cycle(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState)
     let fingerprint = credentials::fingerprint(&text);
     if cluster.connection().map(|c| c.fingerprint) != Some(fingerprint) {
         match connect(shared, cluster, &text).await {
-            Ok(conn) => install(shared, cluster, st, conn),
+            Ok(conn) => install(cluster, st, conn),
             Err(message) => {
                 disconnect(cluster, st);
                 return failed(shared, cluster, st, REASON_INVALID_KUBECONFIG, message).await;
@@ -96,10 +114,20 @@ async fn cycle(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState)
     let Some(conn) = cluster.connection() else {
         return st.backoff.next_delay();
     };
-    let version = match probe(shared, &conn).await {
+    // The same server registered before under another name: known without a network call.
+    if let Some((other, why)) = lifecycle::duplicate_of(shared, cluster) {
+        return duplicate(shared, cluster, st, other, why).await;
+    }
+    let (version, namespace_uid) = match probe(shared, &conn).await {
         Ok(v) => v,
         Err((reason, message)) => return failed(shared, cluster, st, reason, message).await,
     };
+    cluster.set_identity(|i| i.namespace_uid = Some(namespace_uid));
+    if let Some((other, why)) = lifecycle::duplicate_of(shared, cluster) {
+        return duplicate(shared, cluster, st, other, why).await;
+    }
+    cluster.set_duplicate_of(None);
+    lifecycle::claim_later_duplicates(shared, cluster);
     cluster.close_circuit();
     st.backoff.reset();
     if st.fresh_watch {
@@ -145,14 +173,71 @@ async fn failed(
     reason: &'static str,
     message: String,
 ) -> Duration {
-    st.fresh_watch = true;
+    // Only the probe runs while the worker fails: the watch would retry (and log) on its own.
+    stop_watch(cluster, st);
     st.sweep = true;
-    set_health(shared, cluster, ProbeState::NotReady, reason, message, None);
+    let transition = set_health(
+        shared,
+        cluster,
+        ProbeState::NotReady,
+        reason,
+        message.clone(),
+        None,
+    );
+    let quiet = st
+        .last_warn
+        .is_some_and(|t| t.elapsed() < shared.tuning.backoff_max);
+    if transition || !quiet {
+        warn!(cluster = %cluster.name, reason, message = %message, "WorkerCluster not Ready");
+        st.last_warn = Some(Instant::now());
+    } else {
+        debug!(cluster = %cluster.name, reason, message = %message, "WorkerCluster still not Ready");
+    }
     status::publish(shared, cluster).await;
     st.backoff.next_delay()
 }
 
-/// Records the probe outcome; reports transitions (logs, origins to re-examine).
+/// Another, older registration has the same API server: this one is never used for placement or
+/// garbage collection and has no watch of its own (Jobs placed through it before that was known
+/// are followed through the older one's), and it looks again every backoff cap.
+async fn duplicate(
+    shared: &Arc<Shared>,
+    cluster: &Arc<Cluster>,
+    st: &mut TaskState,
+    other: String,
+    why: String,
+) -> Duration {
+    if cluster.duplicate_of().as_ref() != Some(&other) {
+        cluster.set_duplicate_of(Some(other));
+        // Origins placed through it are now followed through the other registration.
+        shared.requeue_placed_on(&cluster.name);
+    }
+    stop_watch(cluster, st);
+    st.sweep = true;
+    if set_health(
+        shared,
+        cluster,
+        ProbeState::NotReady,
+        REASON_DUPLICATE_CLUSTER,
+        why.clone(),
+        None,
+    ) {
+        warn!(cluster = %cluster.name, message = %why, "duplicate WorkerCluster: not used");
+    }
+    status::publish(shared, cluster).await;
+    crate::backoff::jitter(shared.tuning.backoff_max)
+}
+
+fn stop_watch(cluster: &Cluster, st: &mut TaskState) {
+    if let Some(w) = st.watch.take() {
+        w.cancel();
+    }
+    cluster.mirrors.set_unsynced();
+    st.fresh_watch = true;
+}
+
+/// Records the probe outcome; reports transitions (origins to re-examine, a log line when it turns
+/// Ready). Returns whether the state or the reason changed.
 fn set_health(
     shared: &Arc<Shared>,
     cluster: &Arc<Cluster>,
@@ -160,7 +245,7 @@ fn set_health(
     reason: &'static str,
     message: String,
     version: Option<String>,
-) {
+) -> bool {
     let old = cluster.health();
     let now = whole_seconds(Timestamp::now());
     let since = match (old.state, state) {
@@ -177,22 +262,22 @@ fn set_health(
         server_version: version.or(old.server_version.clone()),
         last_probe: Some(now),
     };
-    let changed = old.state != new.state || old.reason != new.reason || old.message != new.message;
+    let transition = old.state != new.state || old.reason != new.reason;
     cluster.set_health(new.clone());
-    if changed {
-        if new.ready() {
-            info!(cluster = %cluster.name, version = ?new.server_version, "WorkerCluster Ready");
-        } else {
-            warn!(cluster = %cluster.name, reason = new.reason, message = %new.message, "WorkerCluster not Ready");
-        }
+    if transition && new.ready() {
+        info!(cluster = %cluster.name, version = ?new.server_version, "WorkerCluster Ready");
     }
     if old.state != new.state {
         shared.on_cluster_changed(&cluster.name);
     }
+    transition
 }
 
 /// The kubeconfig text from the cluster's Secret, or the condition reason and message.
-fn kubeconfig_text(shared: &Shared, cluster: &Cluster) -> Result<String, (&'static str, String)> {
+pub(super) fn kubeconfig_text(
+    shared: &Shared,
+    cluster: &Cluster,
+) -> Result<String, (&'static str, String)> {
     let wc = cluster.worker_cluster();
     let r = &wc.spec.kubeconfig_secret_ref;
     let ns = &shared.cfg.namespace;
@@ -254,7 +339,7 @@ async fn connect(shared: &Shared, cluster: &Cluster, text: &str) -> Result<Conne
     })
 }
 
-fn install(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState, conn: Connection) {
+fn install(cluster: &Arc<Cluster>, st: &mut TaskState, conn: Connection) {
     let rotated = cluster.connection().is_some();
     let same_server = cluster
         .connection()
@@ -263,21 +348,26 @@ fn install(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState, con
         cluster.forget_namespaces();
     }
     info!(cluster = %cluster.name, server = %conn.server, rotated, "worker client built from the kubeconfig Secret");
+    let server = normalize_server(&conn.server);
+    cluster.set_identity(|i| {
+        if i.server.as_ref() != Some(&server) {
+            i.namespace_uid = None;
+        }
+        i.server = Some(server);
+    });
     cluster.set_connection(Some(Arc::new(conn)));
     cluster.close_circuit();
     st.sweep = true;
-    st.fresh_watch = false;
-    restart_watch(shared, cluster, st);
+    // The watch (re)starts once the new client's probe succeeds (and the worker is no duplicate).
+    stop_watch(cluster, st);
 }
 
 fn disconnect(cluster: &Cluster, st: &mut TaskState) {
-    if let Some(w) = st.watch.take() {
-        w.cancel();
-    }
+    stop_watch(cluster, st);
     if cluster.connection().is_some() {
         cluster.set_connection(None);
     }
-    cluster.mirrors.set_unsynced();
+    cluster.set_identity(|i| *i = lifecycle::Identity::default());
 }
 
 fn restart_watch(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState) {
@@ -298,17 +388,39 @@ fn restart_watch(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskStat
     st.watch = Some(token);
 }
 
-/// `/version` (retrying server errors twice) and a SelfSubjectAccessReview per required right.
-async fn probe(shared: &Shared, conn: &Connection) -> Result<String, (&'static str, String)> {
+/// Runs a probe call again when it failed on a pooled connection that broke under it (a server
+/// restart, a load balancer: every pooled connection is dead then, each fails once). Failures to
+/// connect are not retried: a dead worker costs one connection attempt per probe.
+async fn fresh<T, F, Fut>(mut call: F) -> Result<T, CallError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, CallError>>,
+{
+    let mut left = 4;
+    loop {
+        match call().await {
+            Err(CallError::Dropped(_)) if left > 0 => left -= 1,
+            other => return other,
+        }
+    }
+}
+
+/// `/version` (retrying server errors twice), a SelfSubjectAccessReview per required right, and
+/// the `kube-system` namespace's UID (the worker's identity). Returns the version and the UID.
+async fn probe(
+    shared: &Shared,
+    conn: &Connection,
+) -> Result<(String, String), (&'static str, String)> {
     let deadline = shared.tuning.request_timeout;
     let mut attempt: u64 = 0;
     let info = loop {
-        match with_timeout(deadline, conn.request.apiserver_version()).await {
+        match fresh(|| with_timeout(deadline, conn.request.apiserver_version())).await {
             Ok(v) => break v,
             Err(e) if attempt < 2 && matches!(e.code(), Some(c) if c >= 500 || c == 429) => {
                 attempt += 1;
                 tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
             }
+
             Err(e) => return Err(classify(&conn.server, &e)),
         }
     };
@@ -318,7 +430,7 @@ async fn probe(shared: &Shared, conn: &Connection) -> Result<String, (&'static s
     // per worker per probe (measured: most of an idle controller's CPU, docs/benchmarks.md).
     let mut missing = Vec::new();
     for (verb, group, resource) in crate::api_calls::worker_rights() {
-        let r = allowed(conn, verb, group, resource, deadline).await;
+        let r = fresh(|| allowed(conn, verb, group, resource, deadline)).await;
         match r {
             Ok(true) => {}
             Ok(false) => missing.push(if group.is_empty() {
@@ -339,7 +451,10 @@ async fn probe(shared: &Shared, conn: &Connection) -> Result<String, (&'static s
             ),
         ));
     }
-    Ok(info.git_version)
+    let uid = fresh(|| lifecycle::kube_system_uid(conn, deadline))
+        .await
+        .map_err(|e| classify(&conn.server, &e))?;
+    Ok((info.git_version, uid))
 }
 
 async fn allowed(
@@ -380,7 +495,7 @@ fn classify(server: &str, e: &CallError) -> (&'static str, String) {
             REASON_UNREACHABLE,
             format!("the worker at {server} did not answer within {}", human(*d)),
         ),
-        CallError::Transport(m) => (
+        CallError::Transport(m) | CallError::Dropped(m) => (
             REASON_UNREACHABLE,
             format!("cannot reach the worker at {server}: {m}"),
         ),

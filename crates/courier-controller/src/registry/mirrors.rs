@@ -7,7 +7,8 @@
 //!
 //! # Memory
 //! An entry keeps what `decide` and status translation read: name, namespace, uid, the three
-//! `courier.dev/*` ownership labels, the spec fields that flow down, the status (without
+//! `courier.dev/*` ownership labels, Courier's `courier.dev/*` annotations (hashes of what was
+//! sent), the spec fields that flow down, the status (without
 //! `uncountedTerminatedPods`: worker pod UIDs mean nothing to the origin) and the deletion mark.
 //! No pod template, no managedFields: well under 2 KB per mirror.
 
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use courier_api::{LABEL_EPOCH, LABEL_ORIGIN, LABEL_ORIGIN_UID};
-use courier_core::mirror::DRIFTING_SPEC_FIELDS;
+use courier_core::drift::DRIFTING_SPEC_FIELDS;
 use courier_core::reconcile::MirrorView;
 use futures::StreamExt;
 use kube::Api;
@@ -147,6 +148,13 @@ pub fn trim(obj: &DynamicObject) -> Option<(ObjectKey, MirrorEntry)> {
         .filter(|(k, _)| [LABEL_ORIGIN, LABEL_ORIGIN_UID, LABEL_EPOCH].contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), json!(v)))
         .collect();
+    let annotations: Map<String, Value> = meta
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with("courier.dev/"))
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
     let spec: Map<String, Value> = obj
         .data
         .get("spec")
@@ -162,7 +170,8 @@ pub fn trim(obj: &DynamicObject) -> Option<(ObjectKey, MirrorEntry)> {
     if let Some(s) = status.as_object_mut() {
         s.remove("uncountedTerminatedPods");
     }
-    let mut m = json!({"name": name, "namespace": namespace, "uid": meta.uid, "labels": labels});
+    let mut m = json!({"name": name, "namespace": namespace, "uid": meta.uid, "labels": labels,
+                       "annotations": annotations});
     if let Some(ts) = &meta.deletion_timestamp {
         m["deletionTimestamp"] = json!(ts);
     }
@@ -218,6 +227,7 @@ pub async fn watch(
                     && cluster.mirrors.remove(&key)
                 {
                     shared.queue.add_urgent(key);
+                    super::lifecycle::mirror_gone(&cluster);
                 }
             }
             Some(Ok(Event::InitDone)) => {

@@ -10,6 +10,7 @@
 
 pub mod calls;
 pub mod cluster;
+pub mod lifecycle;
 pub mod mirrors;
 pub mod status;
 
@@ -98,6 +99,10 @@ pub struct Cluster {
     pub wake: Notify,
     /// Namespaces known to exist on the worker (EnsureNamespace skips them).
     namespaces: Mutex<HashSet<String>>,
+    /// What identifies the API server behind it (duplicate registrations).
+    identity: RwLock<lifecycle::Identity>,
+    /// The older WorkerCluster registering the same API server, while this one is a duplicate.
+    duplicate_of: RwLock<Option<String>>,
     pub cancel: CancellationToken,
     request_timeout: std::time::Duration,
 }
@@ -131,6 +136,8 @@ impl Cluster {
             progress: Mutex::new(Progress::default()),
             wake: Notify::new(),
             namespaces: Mutex::new(HashSet::new()),
+            identity: RwLock::new(lifecycle::Identity::default()),
+            duplicate_of: RwLock::new(None),
             cancel,
             request_timeout: shared.tuning.request_timeout,
         }
@@ -142,6 +149,32 @@ impl Cluster {
 
     fn set_worker_cluster(&self, wc: WorkerCluster) {
         *self.wc.write_or_recover() = Arc::new(wc);
+    }
+
+    pub fn identity(&self) -> lifecycle::Identity {
+        self.identity.read_or_recover().clone()
+    }
+
+    fn set_identity(&self, f: impl FnOnce(&mut lifecycle::Identity)) {
+        f(&mut self.identity.write_or_recover());
+    }
+
+    /// The older registration of the same API server, while this one is a duplicate.
+    pub fn duplicate_of(&self) -> Option<String> {
+        self.duplicate_of.read_or_recover().clone()
+    }
+
+    fn set_duplicate_of(&self, other: Option<String>) {
+        *self.duplicate_of.write_or_recover() = other;
+    }
+
+    /// The WorkerCluster is being deleted (its mirrors are drained, no new placements).
+    pub fn draining(&self) -> bool {
+        self.wc
+            .read_or_recover()
+            .metadata
+            .deletion_timestamp
+            .is_some()
     }
 
     pub fn health(&self) -> Health {
@@ -244,6 +277,15 @@ impl Registry {
         self.clusters.write_or_recover().remove(name)
     }
 
+    /// Later registrations of the same API server as `name` (duplicates of it).
+    pub fn aliases_of(&self, name: &str) -> Vec<String> {
+        self.all()
+            .into_iter()
+            .filter(|c| c.duplicate_of().as_deref() == Some(name))
+            .map(|c| c.name.clone())
+            .collect()
+    }
+
     /// Wakes every cluster task (e.g. after gaining leadership: status must be written).
     pub fn wake_all(&self) {
         for c in self.all() {
@@ -259,11 +301,17 @@ fn apply_worker_cluster(shared: &Arc<Shared>, wc: WorkerCluster) {
     };
     if let Some(existing) = shared.registry.get(&name) {
         let old = existing.worker_cluster();
-        let placement_changed = old.metadata.labels != wc.metadata.labels || old.spec != wc.spec;
+        let removal = old.metadata.deletion_timestamp != wc.metadata.deletion_timestamp;
+        let placement_changed =
+            old.metadata.labels != wc.metadata.labels || old.spec != wc.spec || removal;
         let secret_changed = old.spec.kubeconfig_secret_ref != wc.spec.kubeconfig_secret_ref;
         let recreated = old.metadata.uid != wc.metadata.uid;
         existing.set_worker_cluster(wc);
-        if secret_changed || recreated {
+        if removal {
+            info!(cluster = %name, "WorkerCluster is being removed: draining its mirrors");
+            shared.requeue_placed_on(&name);
+        }
+        if secret_changed || recreated || removal {
             existing.wake.notify_one();
         }
         if placement_changed {
@@ -289,6 +337,8 @@ fn remove_worker_cluster(shared: &Arc<Shared>, name: &str) {
         c.cancel.cancel();
         shared.metrics.forget_cluster(name);
         shared.on_cluster_changed(name);
+        // A later registration of the same server may be usable now.
+        shared.registry.wake_all();
     }
 }
 

@@ -16,6 +16,7 @@ use kube::api::{
 };
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use kubesim::kinds::ssar::{Rule, RuleSet};
 use kubesim::{Role, Sim, SimOptions};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -75,6 +76,9 @@ pub fn tuning() -> Tuning {
         retry_max: Duration::from_secs(2),
         retry_interval: Duration::from_secs(1),
         short_retry: Duration::from_millis(200),
+        refusal_backoff_min: Duration::from_secs(1),
+        refusal_backoff_max: Duration::from_secs(4),
+        foreign_backoff_max: Duration::from_secs(2),
         status_heartbeat: Duration::from_secs(30),
         resync_interval: Duration::from_secs(30),
         cluster_inflight: 0,
@@ -354,6 +358,8 @@ pub struct Setup {
     /// Register w1 and w2 (with these labels) before the controller starts.
     pub register: bool,
     pub labels: [Vec<(&'static str, &'static str)>; 2],
+    /// Register w1 / w2 with a token holding these rights instead of the admin token.
+    pub rules: [Option<RuleSet>; 2],
 }
 
 impl Default for Setup {
@@ -363,8 +369,31 @@ impl Default for Setup {
             tuning: tuning(),
             register: true,
             labels: [vec![("region", "eu")], vec![("region", "us")]],
+            rules: [None, None],
         }
     }
+}
+
+impl Setup {
+    /// The default setup with this controller configuration.
+    pub fn cfg(cfg: ControllerConfig) -> Self {
+        Self {
+            cfg,
+            ..Default::default()
+        }
+    }
+}
+
+/// Every right, except `verbs` on Jobs in the jobs namespace (a cluster-wide access review still
+/// says yes, so the worker stays Ready; the real requests get the real 403).
+pub fn denying_in_jobs_ns(verbs: &[&str]) -> RuleSet {
+    let mut rules = RuleSet::allow_all();
+    rules.deny.push(
+        Rule::new(verbs, &["batch"], &["jobs"])
+            .in_namespaces(&[JOBS_NS])
+            .named("test-deny"),
+    );
+    rules
 }
 
 impl Env {
@@ -386,13 +415,15 @@ impl Env {
         ensure_namespace(&mc, JOBS_NS).await;
         if setup.register {
             for (i, w) in workers.iter().enumerate() {
-                register(
-                    &mc,
-                    &format!("w{}", i + 1),
-                    &w.kubeconfig(),
-                    &setup.labels[i],
-                )
-                .await;
+                let kubeconfig = match &setup.rules[i] {
+                    Some(rules) => {
+                        let token = format!("courier-w{}", i + 1);
+                        w.add_token(&token, "courier", rules.clone());
+                        w.kubeconfig_for(&token)
+                    }
+                    None => w.kubeconfig(),
+                };
+                register(&mc, &format!("w{}", i + 1), &kubeconfig, &setup.labels[i]).await;
             }
         }
         let controller = Controller::with_tuning(mc.clone(), setup.cfg, setup.tuning)
@@ -420,21 +451,34 @@ impl Env {
         env
     }
 
-    /// Admin client of worker `w1` / `w2`.
-    pub fn worker(&self, name: &str) -> &Client {
-        match name {
-            "w1" => &self.wcs[0],
-            "w2" => &self.wcs[1],
-            other => panic!("no worker {other}"),
+    fn worker_index(&self, name: &str) -> usize {
+        let i = name
+            .strip_prefix('w')
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| n.checked_sub(1));
+        match i {
+            Some(i) if i < self.workers.len() => i,
+            _ => panic!("no worker {name}"),
         }
     }
 
+    /// Admin client of worker `w1`, `w2`, ...
+    pub fn worker(&self, name: &str) -> &Client {
+        &self.wcs[self.worker_index(name)]
+    }
+
     pub fn worker_sim(&self, name: &str) -> &Sim {
-        match name {
-            "w1" => &self.workers[0],
-            "w2" => &self.workers[1],
-            other => panic!("no worker {other}"),
-        }
+        &self.workers[self.worker_index(name)]
+    }
+
+    /// Starts another worker cluster `w<N>` (N = the next number) with `role`, without registering
+    /// it; returns its name.
+    pub async fn add_worker(&mut self, role: Role) -> String {
+        let name = format!("w{}", self.workers.len() + 1);
+        let w = sim(role, &name).await;
+        self.wcs.push(client_for(&w.kubeconfig()).await);
+        self.workers.push(w);
+        name
     }
 
     /// The Job named `name` on worker `cluster`, if any.
@@ -523,4 +567,141 @@ pub async fn http_request(
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
     (status, head.to_string(), body.to_string())
+}
+
+/// Deletes a WorkerCluster (what `kubectl delete workercluster` does).
+pub async fn delete_worker_cluster(c: &Client, name: &str) {
+    Api::<WorkerCluster>::all(c.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting WorkerCluster {name}: {e}"));
+}
+
+/// The events with `reason` on Job `name`: (note, series count).
+pub async fn events_with_reason(c: &Client, name: &str, reason: &str) -> Vec<String> {
+    events(c, name)
+        .await
+        .into_iter()
+        .filter(|(r, _)| r == reason)
+        .map(|(_, n)| n)
+        .collect()
+}
+
+/// A condition's (status, reason, message).
+pub fn condition_srm(job: &Value, type_: &str) -> Option<(String, String, String)> {
+    let c = condition(job, type_)?;
+    let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+    Some((s("status"), s("reason"), s("message")))
+}
+
+/// A TCP proxy in front of a worker that counts connection attempts and either forwards them or
+/// closes them at once (a worker whose port refuses, as far as the client can tell).
+pub struct Proxy {
+    pub port: u16,
+    forward: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    connections: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Proxy {
+    pub async fn start(target: std::net::SocketAddr, forward: bool) -> Proxy {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("proxy bind: {e}"));
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        let fwd = Arc::new(AtomicBool::new(forward));
+        let count = Arc::new(AtomicU64::new(0));
+        let (f, n) = (fwd.clone(), count.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    return;
+                };
+                n.fetch_add(1, Ordering::SeqCst);
+                if !f.load(Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Proxy {
+            port,
+            forward: fwd,
+            connections: count,
+            task,
+        }
+    }
+
+    pub fn set_forward(&self, on: bool) {
+        self.forward.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn connections(&self) -> u64 {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// `kubeconfig` with its server URL pointing at this proxy (`host` = 127.0.0.1 or localhost).
+    pub fn kubeconfig(&self, kubeconfig: &str, target_port: u16, host: &str) -> String {
+        kubeconfig.replace(
+            &format!("https://127.0.0.1:{target_port}"),
+            &format!("https://{host}:{}", self.port),
+        )
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Switches the controller's credentials for worker `name` to a new token `user` (also its user
+/// name) with `rules`, and waits until the controller uses it.
+pub async fn use_token(env: &Env, name: &str, user: &str, rules: RuleSet) {
+    let w = env.worker_sim(name);
+    w.add_token(user, user, rules);
+    w.record_requests();
+    put_secret(
+        &env.mc,
+        &format!("{name}-kubeconfig"),
+        &w.kubeconfig_for(user),
+    )
+    .await;
+    eventually(
+        &format!("the controller to use token {user} on {name}"),
+        Duration::from_secs(15),
+        || async {
+            w.recorded_requests()
+                .iter()
+                .any(|r| r.user == user)
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+/// Creates someone else's Job named `name` on a worker (no Courier labels, no managedBy); returns it.
+pub async fn create_foreign_job(worker: &Client, name: &str) -> DynamicObject {
+    ensure_namespace(worker, JOBS_NS).await;
+    let mut foreign = job(name, 600);
+    foreign["spec"]
+        .as_object_mut()
+        .map(|s| s.remove("managedBy"));
+    let obj = serde_json::from_value(foreign).unwrap_or_else(|e| panic!("{e}"));
+    jobs(worker, JOBS_NS)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("creating a foreign Job: {e}"))
+}
+
+/// Gives the controller's credentials for worker `name` every right again (a new token `full`).
+pub async fn allow_everything(env: &Env, name: &str) {
+    use_token(env, name, "full", RuleSet::allow_all()).await;
 }

@@ -1,4 +1,7 @@
 use super::*;
+use crate::dispatched;
+use crate::job::finished;
+use crate::ownership::{Intent, epoch_label};
 use crate::placement::ClusterView;
 use serde_json::json;
 
@@ -45,6 +48,8 @@ fn cluster(name: &str) -> ClusterView {
         server_version: Some("v1.36.0".into()),
         current_mirrors: 0,
         degraded: false,
+        draining: false,
+        duplicate: false,
     }
 }
 
@@ -81,6 +86,20 @@ impl World {
         })
     }
 
+    /// Decides on the cached view only (no fresh origin JSON at hand).
+    fn decide_cached(&self) -> Decision {
+        let view = OriginView::from_json(&self.origin).expect("origin view");
+        decide(&ReconcileInput {
+            origin: &view,
+            origin_json: None,
+            mirrors: &self.mirrors,
+            clusters: &self.clusters,
+            config: &self.config,
+            hints: &self.hints,
+            now: self.now,
+        })
+    }
+
     /// Marks the origin as dispatched to `cluster` at `epoch` (intent written).
     fn with_intent(mut self, cluster: &str, epoch: u64, redispatches: u32) -> Self {
         let meta = &mut self.origin["metadata"];
@@ -107,6 +126,14 @@ impl World {
             "conditions": serde_json::to_value(conditions).expect("conditions")
         });
         self
+    }
+
+    /// `cluster` answered a create with someone else's Job (a hint in force now).
+    fn foreign(&mut self, cluster: &str) {
+        let now = self.now;
+        let config = self.config.clone();
+        self.hints
+            .avoid(cluster, AvoidKind::Foreign, "AlreadyExists", now, &config);
     }
 
     fn mirror(mut self, cluster: &str, epoch: u64, status: Value) -> Self {
@@ -153,8 +180,8 @@ fn foreign_job() -> MirrorObservation {
 
 /// Short names of the actions, for order assertions.
 fn kinds(d: &Decision) -> Vec<String> {
-    d.actions
-        .iter()
+    let mut out: Vec<String> = d
+        .actions()
         .map(|a| match a {
             Action::WriteIntent {
                 cluster,
@@ -173,14 +200,21 @@ fn kinds(d: &Decision) -> Vec<String> {
             Action::WriteOriginStatus { .. } => "WriteOriginStatus".into(),
             Action::RemoveFinalizer { .. } => "RemoveFinalizer".into(),
             Action::Event { reason, .. } => format!("Event({reason})"),
-            Action::Requeue { after } => format!("Requeue({}s)", after.as_secs()),
         })
-        .collect()
+        .collect();
+    if let Some(after) = d.requeue {
+        out.push(format!("Requeue({}s)", after.as_secs()));
+    }
+    out
+}
+
+/// Every action, chain after chain.
+fn acts(d: &Decision) -> Vec<Action> {
+    d.actions().cloned().collect()
 }
 
 fn written_status(d: &Decision) -> JobStatus {
-    d.actions
-        .iter()
+    d.actions()
         .find_map(|a| match a {
             Action::WriteOriginStatus { status, .. } => Some(status.clone()),
             _ => None,
@@ -189,8 +223,7 @@ fn written_status(d: &Decision) -> JobStatus {
 }
 
 fn event_message(d: &Decision, reason: &str) -> String {
-    d.actions
-        .iter()
+    d.actions()
         .find_map(|a| match a {
             Action::Event {
                 reason: r, message, ..
@@ -229,7 +262,7 @@ fn first_placement_writes_the_intent_before_the_mirror() {
         patch,
         add_finalizer,
         ..
-    } = &d.actions[0]
+    } = &acts(&d)[0]
     else {
         panic!("intent first")
     };
@@ -241,7 +274,7 @@ fn first_placement_writes_the_intent_before_the_mirror() {
             "annotations": {"courier.dev/epoch": "1", "courier.dev/redispatches": "0"},
             "finalizers": ["courier.dev/mirror-cleanup"]}})
     );
-    let Action::CreateMirror { mirror, .. } = &d.actions[2] else {
+    let Action::CreateMirror { mirror, .. } = &acts(&d)[2] else {
         panic!("create third")
     };
     assert_eq!(
@@ -264,12 +297,34 @@ fn placement_honours_the_selector_and_load() {
     w.origin["metadata"]["annotations"] =
         json!({"courier.dev/cluster-selector": "gpu in (a100,h100)"});
     let d = w.decide();
-    assert_eq!(kinds(&d), ["Event(NoEligibleCluster)", "Requeue(30s)"]);
     assert_eq!(
-        event_message(&d, "NoEligibleCluster"),
-        "cluster selector \"gpu in (a100,h100)\" matched none of the 2 WorkerClusters"
+        kinds(&d),
+        [
+            "WriteOriginStatus",
+            "Event(NoEligibleCluster)",
+            "Requeue(30s)"
+        ]
+    );
+    let why = "cluster selector \"gpu in (a100,h100)\" matched none of the 2 WorkerClusters";
+    assert_eq!(event_message(&d, "NoEligibleCluster"), why);
+    let placed = written_status(&d)
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "courier.dev/Placed")
+        .expect("Placed condition");
+    assert_eq!(
+        (
+            placed.status.as_str(),
+            placed.reason.as_deref(),
+            placed.message.as_deref()
+        ),
+        ("False", Some("NoEligibleCluster"), Some(why))
     );
     assert!(matches!(d.wait, Some(Wait::NoEligibleCluster { .. })));
+    // Said once: the same decision on the written status writes and announces nothing.
+    w.origin["status"] = serde_json::to_value(written_status(&d)).expect("status");
+    assert_eq!(kinds(&w.decide()), ["Requeue(30s)"]);
     w.origin["metadata"]["annotations"] = json!({"courier.dev/cluster-selector": "gpu in (a100"});
     let msg = event_message(&w.decide(), "NoEligibleCluster");
     assert!(msg.contains("missing closing ')'"), "{msg}");
@@ -302,7 +357,7 @@ fn a_suspended_job_that_was_never_dispatched_stays_home() {
     );
     w.origin["status"] = serde_json::to_value(&status).expect("status");
     let again = w.decide();
-    assert!(again.actions.is_empty(), "{:?}", kinds(&again));
+    assert!(again.chains.is_empty(), "{:?}", kinds(&again));
     // Resume: dispatched (the Suspended flip follows with the first mirror status).
     w.origin["spec"]["suspend"] = json!(false);
     assert_eq!(kinds(&w.decide())[0], "WriteIntent(a,1,0)");
@@ -334,7 +389,7 @@ fn first_report_writes_status_marker_and_dispatched_event() {
             epoch: 1
         })
     );
-    let Action::WriteOriginStatus { patch, .. } = &d.actions[0] else {
+    let Action::WriteOriginStatus { patch, .. } = &acts(&d)[0] else {
         panic!("status write")
     };
     assert_eq!(patch["metadata"]["resourceVersion"], json!("10"));
@@ -342,7 +397,7 @@ fn first_report_writes_status_marker_and_dispatched_event() {
     // Applied: steady state.
     let mut w = w;
     w.origin["status"] = serde_json::to_value(&status).expect("status");
-    assert!(w.decide().actions.is_empty());
+    assert!(w.decide().chains.is_empty());
 }
 
 #[test]
@@ -355,17 +410,18 @@ fn spec_drift_flows_down() {
     w.origin["spec"]["suspend"] = json!(true);
     let d = w.decide();
     let patch = d
-        .actions
-        .iter()
+        .actions()
         .find_map(|a| match a {
-            Action::PatchMirrorSpec { patch, uid, .. } => Some((patch.clone(), uid.clone())),
+            Action::PatchMirrorSpec { patch, uid, .. } => {
+                Some((patch["spec"].clone(), uid.clone()))
+            }
             _ => None,
         })
         .expect("drift patch");
     assert_eq!(
         patch,
         (
-            json!({"spec": {"parallelism": 1, "suspend": true}}),
+            json!({"parallelism": 1, "suspend": true}),
             "mirror-uid-1".to_string()
         )
     );
@@ -388,23 +444,22 @@ fn foreign_job_on_the_chosen_cluster_moves_placement_on() {
     );
     // The same through a hint (the worker answered AlreadyExists; caches do not show foreign Jobs).
     let mut w = World::new().with_intent("a", 1, 0);
-    w.hints.foreign_on.insert("a".into());
+    w.foreign("a");
     assert_eq!(kinds(&w.decide())[1], "WriteIntent(b,2,0)");
     // Both clusters conflict: nowhere to go, nothing deleted.
-    w.hints.foreign_on.insert("b".into());
+    w.foreign("b");
     let d = w.decide();
     assert!(
-        d.actions
-            .iter()
+        d.actions()
             .all(|a| !matches!(a, Action::DeleteMirror { .. } | Action::CreateMirror { .. }))
     );
-    assert!(event_message(&d, "NoEligibleCluster").contains("excluded for this Job"));
+    assert!(event_message(&d, "NoEligibleCluster").contains("holding another Job of that name"));
 }
 
 #[test]
 fn first_placement_avoids_known_conflicts() {
     let mut w = World::new();
-    w.hints.foreign_on.insert("a".into());
+    w.foreign("a");
     assert_eq!(kinds(&w.decide())[0], "WriteIntent(b,1,0)");
 }
 
@@ -421,7 +476,7 @@ fn stale_mirrors_are_deleted_and_never_read() {
         "{:?}",
         kinds(&d)
     );
-    for a in &d.actions {
+    for a in d.actions() {
         if let Action::WriteOriginStatus { status, .. } = a {
             assert!(
                 finished(status).is_none(),
@@ -429,7 +484,7 @@ fn stale_mirrors_are_deleted_and_never_read() {
             );
         }
     }
-    let Some(Action::DeleteMirror { propagation, .. }) = d.actions.first() else {
+    let Some(Action::DeleteMirror { propagation, .. }) = d.actions().next() else {
         panic!("delete first")
     };
     assert_eq!(*propagation, Propagation::Background);
@@ -486,7 +541,13 @@ fn a_lost_worker_is_waited_for_then_left() {
     w.clusters[0].ready = false;
     w.clusters[0].not_ready_since = Some(ts("2026-05-01T09:58:00Z"));
     let d = w.decide();
-    assert_eq!(kinds(&d), ["Requeue(180s)"]);
+    // Nobody can see its pods meanwhile: the origin shows none.
+    assert_eq!(kinds(&d), ["WriteOriginStatus", "Requeue(180s)"]);
+    let s = written_status(&d);
+    assert_eq!(
+        (s.active, s.ready, s.terminating),
+        (Some(0), Some(0), Some(0))
+    );
     assert_eq!(
         d.wait,
         Some(Wait::ClusterNotReady {
@@ -570,7 +631,15 @@ fn intent_cluster_holding_a_stale_mirror_waits_for_its_deletion() {
         .reported("b", 2)
         .mirror("a", 1, running());
     let d = w.decide();
-    assert_eq!(kinds(&d), ["DeleteMirror(a,mirror-uid-1)", "Requeue(5s)"]);
+    assert_eq!(
+        kinds(&d),
+        [
+            "DeleteMirror(a,mirror-uid-1)",
+            "WriteOriginStatus",
+            "Requeue(5s)"
+        ]
+    );
+    assert_eq!(d.chains.len(), 2, "the delete stands alone");
     assert_eq!(
         d.wait,
         Some(Wait::StaleMirrorInTheWay {
@@ -610,10 +679,22 @@ fn terminal_origins_are_final() {
         .mirror("a", 1, complete());
     let done = written_status(&w.decide());
     w.origin["status"] = serde_json::to_value(&done).expect("status");
-    assert!(w.decide().actions.is_empty(), "the finished mirror stays");
+    // The origin finished at 09:10 (the mirror's time); the mirror goes 10 min later.
+    w.now = ts("2026-05-01T09:15:00Z");
+    let d = w.decide();
+    assert!(d.chains.is_empty(), "the finished mirror stays for the TTL");
+    assert_eq!(d.requeue, Some(Duration::from_secs(300)));
+    w.now = ts("2026-05-01T09:20:00Z");
+    assert_eq!(kinds(&w.decide()), ["DeleteMirror(a,mirror-uid-1)"]);
+    w.config.finished_mirror_ttl = None;
+    assert_eq!(w.decide(), Decision::default(), "never: kept");
+    // A cluster being removed takes its finished mirrors along at once.
+    w.clusters[0].draining = true;
+    assert_eq!(kinds(&w.decide()), ["DeleteMirror(a,mirror-uid-1)"]);
+    w.clusters[0].draining = false;
     // Mirror gone: nothing re-created, nothing re-dispatched.
     w.mirrors.insert("a".into(), MirrorObservation::Absent);
-    assert!(w.decide().actions.is_empty());
+    assert!(w.decide().chains.is_empty());
     // A mirror still running under a finished origin (failed by Courier) is removed.
     let w = w.mirror("a", 1, running());
     assert_eq!(kinds(&w.decide()), ["DeleteMirror(a,mirror-uid-1)"]);
@@ -638,7 +719,7 @@ fn deletion_removes_our_mirrors_then_the_finalizer() {
             "RemoveFinalizer"
         ]
     );
-    let Some(Action::RemoveFinalizer { patch }) = d.actions.last() else {
+    let Some(Action::RemoveFinalizer { patch }) = d.actions().last() else {
         panic!("finalizer last")
     };
     assert_eq!(
@@ -662,7 +743,7 @@ fn deletion_waits_for_an_unreachable_intent_cluster_but_not_forever() {
     // Without our finalizer there is nothing to hold.
     w.origin["metadata"]["finalizers"] = json!([]);
     w.now = t0();
-    assert!(w.decide().actions.is_empty());
+    assert!(w.decide().chains.is_empty());
 }
 
 #[test]
@@ -675,7 +756,7 @@ fn a_missing_finalizer_is_restored() {
     let d = w.decide();
     assert_eq!(kinds(&d)[0], "WriteIntent(a,1,0)");
     assert!(matches!(
-        &d.actions[0],
+        &acts(&d)[0],
         Action::WriteIntent {
             add_finalizer: true,
             ..
@@ -704,8 +785,7 @@ fn one_origin_write_per_decision() {
     w.origin["metadata"]["finalizers"] = json!([]);
     let d = w.decide();
     let origin_writes = d
-        .actions
-        .iter()
+        .actions()
         .filter(|a| {
             matches!(
                 a,
@@ -722,17 +802,8 @@ fn one_origin_write_per_decision() {
 #[test]
 fn missing_origin_json_or_unbuildable_mirror_waits() {
     let w = World::new().with_intent("a", 1, 0);
-    let view = OriginView::from_json(&w.origin).expect("view");
-    let d = decide(&ReconcileInput {
-        origin: &view,
-        origin_json: None,
-        mirrors: &w.mirrors,
-        clusters: &w.clusters,
-        config: &w.config,
-        hints: &w.hints,
-        now: w.now,
-    });
-    assert_eq!(d.wait, Some(Wait::OriginJsonMissing));
+    let d = w.decide_cached();
+    assert!(d.needs_fresh_origin && d.chains.is_empty());
     let mut w = w;
     w.config.origin_id = "not a label".into();
     let d = w.decide();
@@ -745,7 +816,7 @@ fn the_intent_cluster_cache_not_synced_is_waited_for() {
     let mut w = World::new().with_intent("a", 1, 0).reported("a", 1);
     w.mirrors.remove("a");
     let d = w.decide();
-    assert_eq!(kinds(&d), ["Requeue(5s)"]);
+    assert_eq!(kinds(&d), ["WriteOriginStatus", "Requeue(5s)"]);
     assert_eq!(
         d.wait,
         Some(Wait::ClusterSyncing {
@@ -754,55 +825,5 @@ fn the_intent_cluster_cache_not_synced_is_waited_for() {
     );
 }
 
-#[test]
-fn views_read_from_json() {
-    let mut o = origin_json();
-    o["metadata"]["deletionTimestamp"] = json!("2026-05-01T09:59:00Z");
-    o["metadata"]["labels"]["weird"] = json!(5);
-    let v = OriginView::from_json(&o).expect("view");
-    assert_eq!(
-        (v.namespace.as_str(), v.name.as_str(), v.uid.as_str()),
-        ("ml", "train", "uid-1")
-    );
-    assert_eq!(v.deletion_timestamp, Some(ts("2026-05-01T09:59:00Z")));
-    assert!(v.is_ours());
-    assert!(!v.labels.contains_key("weird"));
-    assert_eq!(v.spec.completions, Some(3));
-    assert_eq!(v.generation, Some(1));
-    assert_eq!(v.resource_version.as_deref(), Some("10"));
-    assert_eq!(
-        OriginView::from_json(&json!(1)),
-        Err(ViewError::NotAnObject)
-    );
-    let mut o = origin_json();
-    o["status"] = json!({"active": "many"});
-    assert!(matches!(
-        OriginView::from_json(&o),
-        Err(ViewError::Malformed {
-            field: "status",
-            ..
-        })
-    ));
-    let mut o = origin_json();
-    o["metadata"]["deletionTimestamp"] = json!("yesterday");
-    assert!(matches!(
-        OriginView::from_json(&o),
-        Err(ViewError::Malformed { .. })
-    ));
-    let m = MirrorView::from_json(&mirror_json(2, running())).expect("mirror");
-    assert_eq!(m.uid, "mirror-uid-2");
-    assert!(!m.deleting);
-    assert_eq!(epoch_label(&m.labels), Some(2));
-}
-
-#[test]
-fn merge_patch_diffs() {
-    assert_eq!(merge_patch(&json!({"a": 1}), &json!({"a": 1})), None);
-    assert_eq!(
-        merge_patch(
-            &json!({"a": 1, "b": {"c": 1, "d": 2}, "e": [1]}),
-            &json!({"b": {"c": 1}, "e": [2], "f": 3})
-        ),
-        Some(json!({"a": null, "b": {"d": null}, "e": [2], "f": 3}))
-    );
-}
+mod lifecycle;
+mod views;

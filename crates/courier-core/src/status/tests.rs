@@ -568,3 +568,70 @@ fn finish_from_interim_repeats_the_interim_reason() {
     assert_eq!(finish_from_interim(&JobStatus::default(), ts(NOW)), None);
     assert_eq!(finish_from_interim(&done, ts(NOW)), None);
 }
+
+/// Point 11: no pods nobody can see, and no time from a worker clock that runs ahead.
+#[test]
+fn gauges_drop_to_zero_without_a_mirror_and_worker_times_are_clamped() {
+    let old = running(2, 1, 0, 0);
+    let new = translate(&plain(), &old, None, true).expect("changed");
+    assert_eq!(
+        (new.active, new.ready, new.terminating),
+        (Some(0), Some(0), Some(0))
+    );
+    assert_eq!(new.start_time, old.start_time, "startTime stays");
+    assert_eq!(translate(&plain(), &new, None, true), None, "said once");
+
+    let future = "2026-05-01T11:00:00Z";
+    let now = whole_seconds(ts(NOW));
+    let fresh = JobStatus::default();
+    let m = status(
+        json!({"startTime": future, "active": 1, "ready": 1, "terminating": 0,
+        "conditions": [{"type": "Custom", "status": "True", "lastTransitionTime": future,
+                        "lastProbeTime": future}]}),
+    );
+    let here = at("w1", 1);
+    let first = translate(&plain(), &fresh, Some((&m, &here)), true).expect("changed");
+    assert_eq!(first.start_time, Some(Time(now)));
+    assert_eq!(cond(&first, "Custom").last_transition_time, Some(Time(now)));
+    assert_eq!(
+        translate(&plain(), &first, Some((&m, &here)), true),
+        None,
+        "clamping does not churn"
+    );
+    let done = status(
+        json!({"startTime": future, "succeeded": 3, "completionTime": future,
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
+             "lastTransitionTime": future},
+            {"type": "Complete", "status": "True", "reason": "CompletionsReached",
+             "lastTransitionTime": future}]}),
+    );
+    let end = translate(&plain(), &first, Some((&done, &here)), true).expect("finished");
+    assert_eq!(end.completion_time, Some(Time(now)));
+    assert_eq!(end.start_time, Some(Time(now)));
+    for c in end.conditions.as_deref().unwrap_or_default() {
+        assert!(
+            c.last_transition_time.as_ref().is_none_or(|t| t.0 <= now),
+            "{c:?}"
+        );
+    }
+}
+
+/// A Placed=False condition flips True with the first status copied from a mirror.
+#[test]
+fn the_first_report_marks_a_waiting_job_placed() {
+    let mut conditions = Vec::new();
+    crate::placed::set_not_placed(&mut conditions, "MirrorRejected", "w1: quota", ts(NOW));
+    let old = JobStatus {
+        conditions: Some(conditions),
+        ..Default::default()
+    };
+    let here = at("w2", 2);
+    let new = translate(&plain(), &old, Some((&running(1, 0, 0, 0), &here)), true).expect("x");
+    let c = cond(&new, courier_api::CONDITION_PLACED);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_deref()),
+        ("True", Some("Placed"))
+    );
+    assert_eq!(c.message.as_deref(), Some("placed on w2 (epoch 2)"));
+}

@@ -2,6 +2,8 @@
 //! copy), the recorded worker traces, and a random walk of plausible worker Job statuses.
 #![allow(dead_code)]
 
+pub mod actions;
+
 use std::path::PathBuf;
 
 use jiff::Timestamp;

@@ -4,14 +4,14 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::Args;
-use courier_api::WorkerCluster;
+use courier_api::{FINALIZER_DRAIN, WorkerCluster};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
 
 use super::pause::patch_paused;
 use super::{LABEL_SECRET_OF, summarize, unfinished_jobs_on};
-use crate::util::{self, api_message, is_not_found, parse_duration};
+use crate::util::{self, FIELD_MANAGER, api_message, is_not_found, parse_duration};
 use crate::workers::get_cluster;
 
 #[derive(Args, Debug)]
@@ -83,6 +83,13 @@ pub async fn remove(client: &Client, ns: &str, a: RemoveArgs) -> anyhow::Result<
             return Err(anyhow!(api_message(&e))).context(format!("deleting WorkerCluster {name}"));
         }
     }
+    // The controller's drain finalizer holds a deleted WorkerCluster until its mirrors there are
+    // deleted. --force lets go of them at once; otherwise wait for the drain (bounded).
+    if a.force {
+        release_drain_finalizer(&wcs, name).await?;
+    } else {
+        wait_drained(&wcs, name, a.timeout.min(Duration::from_secs(120))).await?;
+    }
     let secret_name = wc.spec.kubeconfig_secret_ref.name.clone();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let secret_note = match secrets.get_opt(&secret_name).await {
@@ -120,4 +127,73 @@ pub async fn remove(client: &Client, ns: &str, a: RemoveArgs) -> anyhow::Result<
         );
     }
     Ok(())
+}
+
+/// Removes Courier's drain finalizer from a deleted WorkerCluster (`--force`).
+async fn release_drain_finalizer(wcs: &Api<WorkerCluster>, name: &str) -> anyhow::Result<()> {
+    let Some(wc) = wcs
+        .get_opt(name)
+        .await
+        .map_err(|e| anyhow!(api_message(&e)))?
+    else {
+        return Ok(());
+    };
+    let finalizers = wc.metadata.finalizers.clone().unwrap_or_default();
+    if !finalizers.iter().any(|f| f == FINALIZER_DRAIN) {
+        return Ok(());
+    }
+    let rest: Vec<&String> = finalizers
+        .iter()
+        .filter(|f| *f != FINALIZER_DRAIN)
+        .collect();
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": wc.metadata.resource_version, "finalizers": rest}});
+    match wcs
+        .patch(
+            name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(anyhow!(api_message(&e))).context(format!(
+            "releasing the drain finalizer of WorkerCluster {name}"
+        )),
+    }
+}
+
+/// Waits until a deleted WorkerCluster is gone (the controller drained its mirrors).
+async fn wait_drained(
+    wcs: &Api<WorkerCluster>,
+    name: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut told = false;
+    loop {
+        match wcs
+            .get_opt(name)
+            .await
+            .map_err(|e| anyhow!(api_message(&e)))?
+        {
+            None => return Ok(()),
+            Some(_) if tokio::time::Instant::now() >= deadline => bail!(
+                "WorkerCluster {name} is being removed: Courier is still deleting its mirrors there \
+                 (the WorkerCluster goes once they are gone, or once the worker stayed unreachable for \
+                 the worker-lost timeout); use --force to let go of them now"
+            ),
+            Some(_) => {
+                if !told {
+                    println!("Courier is deleting its mirrors on {name}...");
+                    told = true;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
 }

@@ -1,0 +1,208 @@
+use super::*;
+use proptest::prelude::*;
+use serde_json::json;
+
+fn annotations(spec_hash: Option<String>) -> BTreeMap<String, String> {
+    spec_hash
+        .map(|h| BTreeMap::from([(ANNOTATION_SPEC_HASH.to_string(), h)]))
+        .unwrap_or_default()
+}
+
+fn none() -> BTreeMap<String, String> {
+    BTreeMap::new()
+}
+
+#[test]
+fn only_mutable_fields_drift() {
+    let origin = json!({"suspend": false, "parallelism": 2, "completions": 3, "backoffLimit": 6,
+                        "template": {"spec": {"restartPolicy": "Never"}}});
+    let mirror = origin.clone();
+    assert_eq!(spec_drift(&origin, false, &mirror, &none()), None);
+    let mut o = origin.clone();
+    o["suspend"] = json!(true);
+    o["parallelism"] = json!(5);
+    o["activeDeadlineSeconds"] = json!(60);
+    o["template"]["spec"]["restartPolicy"] = json!("OnFailure");
+    assert_eq!(
+        spec_drift(&o, false, &mirror, &none()).map(Value::Object),
+        Some(json!({"suspend": true, "parallelism": 5, "activeDeadlineSeconds": 60}))
+    );
+}
+
+/// Point 1: elastic Indexed Jobs scale completions with parallelism, in one patch.
+#[test]
+fn completions_flow_with_parallelism() {
+    let mirror = json!({"completionMode": "Indexed", "completions": 4, "parallelism": 4});
+    let origin = json!({"completionMode": "Indexed", "completions": 2, "parallelism": 2});
+    assert_eq!(
+        spec_drift(&origin, false, &mirror, &none()).map(Value::Object),
+        Some(json!({"completions": 2, "parallelism": 2}))
+    );
+}
+
+#[test]
+fn removals_and_server_defaults() {
+    let origin = json!({"suspend": null, "parallelism": null});
+    let mirror = json!({"suspend": false, "parallelism": 1, "completions": 1, "backoffLimit": 6,
+                        "activeDeadlineSeconds": 5, "maxFailedIndexes": 2});
+    assert_eq!(
+        spec_drift(&origin, false, &mirror, &none()).map(Value::Object),
+        Some(json!({"activeDeadlineSeconds": null, "maxFailedIndexes": null}))
+    );
+    assert_eq!(
+        spec_drift(&json!({}), false, &json!({"suspend": true}), &none()).map(Value::Object),
+        Some(json!({"suspend": false}))
+    );
+    assert_eq!(
+        spec_drift(&json!({"suspend": false}), false, &json!({}), &none()),
+        None
+    );
+}
+
+/// Point 17: a field an older worker drops is sent once, not on every reconcile.
+#[test]
+fn a_field_the_worker_dropped_is_not_sent_again() {
+    let origin = json!({"parallelism": 2, "podReplacementPolicy": "Failed"});
+    // The worker stored the mirror without the field it does not know.
+    let dropped = json!({"parallelism": 2});
+    let sent = annotations(Some(spec_hash(&origin, false)));
+    assert_eq!(spec_drift(&origin, false, &dropped, &sent), None);
+    // Without the record of what was sent (or after the origin changed) it is sent.
+    assert_eq!(
+        spec_drift(&origin, false, &dropped, &none()).map(Value::Object),
+        Some(json!({"podReplacementPolicy": "Failed"}))
+    );
+    let mut changed = origin.clone();
+    changed["podReplacementPolicy"] = json!("TerminatingOrFailed");
+    assert_eq!(
+        spec_drift(&changed, false, &dropped, &sent).map(Value::Object),
+        Some(json!({"podReplacementPolicy": "TerminatingOrFailed"}))
+    );
+    // A value the worker shows is always compared (a change behind Courier's back is undone).
+    let tampered = json!({"parallelism": 7});
+    assert_eq!(
+        spec_drift(&origin, false, &tampered, &sent).map(Value::Object),
+        Some(json!({"parallelism": 2}))
+    );
+}
+
+/// Point 18: Kueue decides when a queued mirror runs; Courier only ever sends `suspend: true`.
+#[test]
+fn kueue_mirrors_are_only_ever_suspended() {
+    let running = json!({"suspend": false});
+    let queued = json!({"suspend": true});
+    assert_eq!(spec_drift(&running, true, &queued, &none()), None);
+    assert_eq!(spec_drift(&json!({}), true, &queued, &none()), None);
+    let admitted = json!({"suspend": false});
+    assert_eq!(spec_drift(&running, true, &admitted, &none()), None);
+    assert_eq!(
+        spec_drift(&json!({"suspend": true}), true, &admitted, &none()).map(Value::Object),
+        Some(json!({"suspend": true}))
+    );
+    assert!(kueue_managed(&BTreeMap::from([(
+        LABEL_KUEUE_QUEUE_NAME.to_string(),
+        "q".to_string()
+    )])));
+    assert!(!kueue_managed(&BTreeMap::from([(
+        LABEL_KUEUE_QUEUE_NAME.to_string(),
+        String::new()
+    )])));
+}
+
+#[test]
+fn template_drift_is_judged_by_what_was_sent() {
+    let spec = json!({"template": {"metadata": {"labels": {"app": "a", "job-name": "x",
+                        "controller-uid": "u"}}, "spec": {"containers": [{"name": "c"}]}}});
+    let hash = template_hash(&spec).expect("template");
+    // The controller-generated labels do not count.
+    let plain = json!({"template": {"metadata": {"labels": {"app": "a"}},
+                        "spec": {"containers": [{"name": "c"}]}}});
+    assert_eq!(template_hash(&plain), Some(hash.clone()));
+    let sent = BTreeMap::from([(ANNOTATION_TEMPLATE_HASH.to_string(), hash.clone())]);
+    assert!(!template_drifts(Some(&hash), &sent));
+    let mut changed = plain.clone();
+    changed["template"]["spec"]["nodeSelector"] = json!({"disk": "ssd"});
+    let new_hash = template_hash(&changed);
+    assert!(template_drifts(new_hash.as_deref(), &sent));
+    // A mirror made by an older Courier (no annotation) is left alone.
+    assert!(!template_drifts(new_hash.as_deref(), &none()));
+    // manualSelector keeps the labels, so they count.
+    let mut manual = spec.clone();
+    manual["manualSelector"] = json!(true);
+    assert_ne!(template_hash(&manual), Some(hash));
+    assert_eq!(template_hash(&json!({})), None);
+}
+
+#[test]
+fn template_patch_keeps_the_workers_labels_and_removes_what_went() {
+    let live = json!({"metadata": {"labels": {"app": "a", "job-name": "x",
+                        "batch.kubernetes.io/controller-uid": "m-uid"}},
+                      "spec": {"nodeSelector": {"old": "1"},
+                               "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}});
+    let desired = json!({"metadata": {"labels": {"app": "a"}},
+                         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}});
+    assert_eq!(
+        template_patch(&live, &desired),
+        Some(json!({"spec": {"nodeSelector": null,
+                             "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]}}))
+    );
+    let same = json!({"metadata": {"labels": {"app": "a"}},
+                      "spec": {"nodeSelector": {"old": "1"},
+                               "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}});
+    assert_eq!(template_patch(&live, &same), None);
+}
+
+#[test]
+fn hashes_are_stable_and_order_independent() {
+    let a: Value = serde_json::from_str(r#"{"b": [1, "x", null, true], "a": {"d": 1.5, "c": {}}}"#)
+        .expect("json");
+    let b: Value = serde_json::from_str(r#"{"a": {"c": {}, "d": 1.5}, "b": [1, "x", null, true]}"#)
+        .expect("json");
+    assert_eq!(hash_value(&a), hash_value(&b));
+    // Fixed value: hashes are stored on mirrors and must not change between versions.
+    assert_eq!(
+        hash_value(&json!({"suspend": false})),
+        hash_value(&json!({"suspend": false}))
+    );
+    assert_eq!(hash_value(&json!(null)).len(), 16);
+    assert_ne!(
+        hash_value(&json!(["ab", "c"])),
+        hash_value(&json!(["a", "bc"]))
+    );
+    assert_ne!(hash_value(&json!({"a": "1"})), hash_value(&json!({"a": 1})));
+}
+
+proptest! {
+    /// Applying the drift patch (and recording it as sent) makes the drift disappear.
+    #[test]
+    fn drift_patch_converges(
+        o_susp in proptest::option::of(any::<bool>()), m_susp in proptest::option::of(any::<bool>()),
+        o_par in proptest::option::of(0i32..4), m_par in proptest::option::of(0i32..4),
+        o_ads in proptest::option::of(1i64..4), m_ads in proptest::option::of(1i64..4),
+        kueue in any::<bool>(), drops_ads in any::<bool>(),
+    ) {
+        let obj = |s: Option<bool>, p: Option<i32>, a: Option<i64>| {
+            let mut m = Map::new();
+            if let Some(s) = s { m.insert("suspend".into(), json!(s)); }
+            if let Some(p) = p { m.insert("parallelism".into(), json!(p)); }
+            if let Some(a) = a { m.insert("activeDeadlineSeconds".into(), json!(a)); }
+            Value::Object(m)
+        };
+        let origin = obj(o_susp, o_par, o_ads);
+        let mut mirror = obj(m_susp, m_par, m_ads);
+        let mut sent = none();
+        if let Some(patch) = spec_drift(&origin, kueue, &mirror, &sent) {
+            for (k, v) in &patch {
+                let m = mirror.as_object_mut().expect("object");
+                // An older worker may drop a field it does not know.
+                if v.is_null() || (drops_ads && k == "activeDeadlineSeconds") {
+                    m.remove(k);
+                } else {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+            sent = annotations(Some(spec_hash(&origin, kueue)));
+        }
+        prop_assert_eq!(spec_drift(&origin, kueue, &mirror, &sent), None);
+    }
+}

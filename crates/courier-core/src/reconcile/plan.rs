@@ -1,0 +1,414 @@
+//! The decision being built: what the origin and the caches say, the chains of actions so far, and
+//! the small steps every path uses (origin writes, mirror calls, events).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::JobStatus;
+use serde_json::{Map, Value, json};
+
+use courier_api::reasons::EVENT_DISPATCH_FAILED;
+use courier_api::{ANNOTATION_EPOCH, ANNOTATION_REDISPATCHES, FINALIZER, LABEL_CLUSTER};
+
+use super::{
+    Action, Decision, DispatchConfig, EventType, MirrorObservation, MirrorView, OriginView,
+    Propagation, ReconcileInput, Wait, merge_patch,
+};
+use crate::dispatched;
+use crate::hints::AvoidKind;
+use crate::job::finished;
+use crate::mirror::mirror_for;
+use crate::ownership::{Intent, OriginIdentity, Ownership, classify, epoch_label};
+use crate::placement::{ClusterView, Exclusions, Ineligibility};
+use crate::status::{TranslateInput, translate_status, whole_seconds};
+
+pub(super) struct Plan<'a> {
+    pub(super) input: &'a ReconcileInput<'a>,
+    pub(super) identity: OriginIdentity<'a>,
+    /// The intent on the origin (metadata, or the Dispatched marker if the metadata was damaged).
+    pub(super) intent: Option<Intent>,
+    /// The intent metadata (or finalizer) must be rewritten.
+    pub(super) intent_needs_repair: bool,
+    pub(super) marker: Option<Intent>,
+    pub(super) redispatches: u32,
+    /// Our mirrors with their verdicts, by cluster (only clusters whose cache can be read).
+    pub(super) ours: Vec<(&'a str, &'a MirrorView, Ownership)>,
+    /// Clusters whose cache shows a Job with our name that is not ours.
+    pub(super) foreign_seen: BTreeSet<String>,
+    pub(super) next_epoch: u64,
+    chains: Vec<Vec<Action>>,
+    /// Index of the main chain (origin writes and what follows them), once it exists.
+    main: Option<usize>,
+    wait: Option<Wait>,
+    origin_written: bool,
+    requeue: Option<Duration>,
+    pub(super) needs_fresh: bool,
+}
+
+impl<'a> Plan<'a> {
+    pub(super) fn new(input: &'a ReconcileInput<'a>) -> Self {
+        let origin = input.origin;
+        let identity = OriginIdentity {
+            origin_id: &input.config.origin_id,
+            origin_uid: &origin.uid,
+        };
+        let marker = dispatched::recorded(&origin.status);
+        let from_metadata = origin.intent();
+        let intent = from_metadata.clone().or_else(|| marker.clone());
+        let intent_needs_repair =
+            intent.is_some() && (from_metadata != intent || !origin.has_finalizer());
+        let mut ours = Vec::new();
+        let mut foreign_seen = BTreeSet::new();
+        let mut highest_epoch = intent.as_ref().map_or(0, |i| i.epoch);
+        highest_epoch = highest_epoch.max(marker.as_ref().map_or(0, |m| m.epoch));
+        for (cluster, observation) in input.mirrors {
+            if let MirrorObservation::Present(m) = observation {
+                let verdict = classify(&m.labels, cluster, identity, intent.as_ref());
+                if verdict.is_ours() {
+                    highest_epoch = highest_epoch.max(epoch_label(&m.labels).unwrap_or(0));
+                    ours.push((cluster.as_str(), m.as_ref(), verdict));
+                } else {
+                    foreign_seen.insert(cluster.clone());
+                }
+            }
+        }
+        Self {
+            input,
+            identity,
+            intent,
+            intent_needs_repair,
+            marker,
+            redispatches: origin.redispatches(),
+            ours,
+            foreign_seen,
+            next_epoch: highest_epoch.saturating_add(1),
+            chains: Vec::new(),
+            main: None,
+            wait: None,
+            origin_written: false,
+            requeue: None,
+            needs_fresh: false,
+        }
+    }
+
+    pub(super) fn finish(self) -> Decision {
+        if self.needs_fresh {
+            return Decision {
+                needs_fresh_origin: true,
+                wait: self.wait,
+                ..Decision::default()
+            };
+        }
+        Decision {
+            chains: self.chains.into_iter().filter(|c| !c.is_empty()).collect(),
+            requeue: self.requeue,
+            wait: self.wait,
+            needs_fresh_origin: false,
+        }
+    }
+
+    pub(super) fn origin(&self) -> &'a OriginView {
+        self.input.origin
+    }
+
+    pub(super) fn config(&self) -> &'a DispatchConfig {
+        self.input.config
+    }
+
+    pub(super) fn now(&self) -> Timestamp {
+        self.input.now
+    }
+
+    /// The origin's JSON counts as a fresh read from the API server.
+    pub(super) fn fresh(&self) -> bool {
+        self.input.origin_json.is_some()
+    }
+
+    pub(super) fn observation(&self, cluster: &str) -> &'a MirrorObservation {
+        static UNKNOWN: MirrorObservation = MirrorObservation::Unknown;
+        self.input.mirrors.get(cluster).unwrap_or(&UNKNOWN)
+    }
+
+    pub(super) fn cluster_view(&self, name: &str) -> Option<&'a ClusterView> {
+        self.input.clusters.iter().find(|c| c.name == name)
+    }
+
+    pub(super) fn draining(&self, cluster: &str) -> bool {
+        self.cluster_view(cluster).is_some_and(|c| c.draining)
+    }
+
+    pub(super) fn current_mirror(&self) -> Option<(&'a str, &'a MirrorView)> {
+        self.ours
+            .iter()
+            .find(|(_, _, v)| *v == Ownership::Current)
+            .map(|(c, m, _)| (*c, *m))
+    }
+
+    pub(super) fn requeue_after(&mut self, after: Duration) {
+        let after = after.max(Duration::from_secs(1));
+        self.requeue = Some(self.requeue.map_or(after, |r| r.min(after)));
+    }
+
+    pub(super) fn wait(&mut self, wait: Wait) {
+        if self.wait.is_none() {
+            self.wait = Some(wait);
+        }
+    }
+
+    /// Appends to the main chain (origin writes, and what depends on them).
+    pub(super) fn push(&mut self, action: Action) {
+        let i = match self.main {
+            Some(i) => i,
+            None => {
+                self.chains.push(Vec::new());
+                self.chains.len() - 1
+            }
+        };
+        self.main = Some(i);
+        self.chains[i].push(action);
+    }
+
+    /// Adds an independent chain.
+    pub(super) fn side(&mut self, actions: Vec<Action>) {
+        self.chains.push(actions);
+    }
+
+    pub(super) fn event(&mut self, reason: &'static str, type_: EventType, message: String) {
+        self.push(Action::Event {
+            reason,
+            type_,
+            message,
+        });
+    }
+
+    pub(super) fn job_ref(&self) -> String {
+        format!("{}/{}", self.origin().namespace, self.origin().name)
+    }
+
+    /// Clusters excluded for this origin by what it learnt: someone else's Job holds the name there,
+    /// or the worker refused (or did not answer) its mirror, for the backoff period.
+    pub(super) fn exclusions(&self) -> Exclusions {
+        let mut out: Exclusions = self
+            .foreign_seen
+            .iter()
+            .map(|c| (c.clone(), Ineligibility::Conflict))
+            .collect();
+        for (cluster, a) in self.input.hints.in_force(self.now()) {
+            let why = match a.kind {
+                AvoidKind::Foreign => Ineligibility::Conflict,
+                AvoidKind::Refused => Ineligibility::Refused,
+                AvoidKind::Unanswered if self.unresponsive(cluster) => Ineligibility::Unanswered,
+                AvoidKind::Unanswered => continue,
+            };
+            out.entry(cluster.clone()).or_insert(why);
+        }
+        out
+    }
+
+    /// The cluster does not answer: its probe failed (not Ready), its calls stall, or it is gone.
+    /// An unanswered create counts only then (a dropped connection on a worker that answers again
+    /// is just retried).
+    pub(super) fn unresponsive(&self, cluster: &str) -> bool {
+        self.cluster_view(cluster)
+            .is_none_or(|c| !c.ready || c.degraded)
+    }
+
+    /// A name-conflict verdict about `cluster` is in force.
+    pub(super) fn foreign_hint(&self, cluster: &str) -> bool {
+        self.input
+            .hints
+            .avoided(cluster, self.now())
+            .is_some_and(|a| a.kind == AvoidKind::Foreign)
+    }
+
+    // ---- origin writes (at most one per decision) ----
+
+    fn claim_origin_write(&mut self) -> bool {
+        if self.origin_written {
+            self.wait(Wait::OriginWriteDeferred);
+            self.requeue_after(Duration::from_secs(1));
+            return false;
+        }
+        self.origin_written = true;
+        true
+    }
+
+    fn precondition(&self) -> Map<String, Value> {
+        let mut meta = Map::new();
+        if let Some(rv) = &self.origin().resource_version {
+            meta.insert("resourceVersion".into(), json!(rv));
+        }
+        meta
+    }
+
+    pub(super) fn write_intent(&mut self, intent: &Intent, redispatches: u32) -> bool {
+        if !self.claim_origin_write() {
+            return false;
+        }
+        let add_finalizer = !self.origin().has_finalizer();
+        let mut meta = self.precondition();
+        meta.insert("labels".into(), json!({ LABEL_CLUSTER: intent.cluster }));
+        meta.insert(
+            "annotations".into(),
+            json!({ ANNOTATION_EPOCH: intent.epoch.to_string(), ANNOTATION_REDISPATCHES: redispatches.to_string() }),
+        );
+        if add_finalizer {
+            let mut finalizers = self.origin().finalizers.clone();
+            finalizers.push(FINALIZER.to_string());
+            meta.insert("finalizers".into(), json!(finalizers));
+        }
+        self.push(Action::WriteIntent {
+            cluster: intent.cluster.clone(),
+            epoch: intent.epoch,
+            redispatches,
+            add_finalizer,
+            patch: json!({ "metadata": meta }),
+        });
+        true
+    }
+
+    pub(super) fn write_status(&mut self, status: JobStatus) -> bool {
+        if !self.claim_origin_write() {
+            return false;
+        }
+        let old = serde_json::to_value(&self.origin().status).unwrap_or(Value::Null);
+        let new = serde_json::to_value(&status).unwrap_or(Value::Null);
+        let status_patch = merge_patch(&old, &new).unwrap_or_else(|| json!({}));
+        let patch = json!({ "metadata": self.precondition(), "status": status_patch });
+        self.push(Action::WriteOriginStatus { status, patch });
+        true
+    }
+
+    pub(super) fn remove_finalizer(&mut self) {
+        if !self.claim_origin_write() {
+            return;
+        }
+        let mut meta = self.precondition();
+        let rest: Vec<&String> = self
+            .origin()
+            .finalizers
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .collect();
+        meta.insert("finalizers".into(), json!(rest));
+        self.push(Action::RemoveFinalizer {
+            patch: json!({ "metadata": meta }),
+        });
+    }
+
+    fn status_without(&self) -> Option<JobStatus> {
+        translate_status(&TranslateInput {
+            origin_spec: &self.origin().spec,
+            origin_status: &self.origin().status,
+            mirror: None,
+            redispatch_possible: self.redispatch_possible(),
+            now: self.now(),
+        })
+    }
+
+    /// Maintains the origin's own status when no current mirror is read: the Suspended condition,
+    /// and no pods anybody could see.
+    pub(super) fn status_without_mirror(&mut self) {
+        if self.origin_written {
+            return;
+        }
+        if let Some(status) = self.status_without() {
+            self.write_status(status);
+        }
+    }
+
+    /// [`Self::status_without_mirror`] plus `courier.dev/Placed=False` with `reason` and `message`.
+    /// Returns whether the Placed condition changed (then the caller announces it).
+    pub(super) fn not_placed(&mut self, reason: &str, message: &str) -> bool {
+        if self.origin_written {
+            return false;
+        }
+        let mut status = self
+            .status_without()
+            .unwrap_or_else(|| self.origin().status.clone());
+        let mut conditions = status.conditions.take().unwrap_or_default();
+        let changed = crate::placed::set_not_placed(
+            &mut conditions,
+            reason,
+            message,
+            whole_seconds(self.now()),
+        );
+        status.conditions = Some(conditions);
+        if status != self.origin().status {
+            self.write_status(status);
+        }
+        changed
+    }
+
+    pub(super) fn redispatch_possible(&self) -> bool {
+        self.redispatches < self.config().max_redispatch
+    }
+
+    // ---- mirror calls ----
+
+    pub(super) fn delete_action(cluster: &str, m: &MirrorView) -> Action {
+        Action::DeleteMirror {
+            cluster: cluster.to_string(),
+            namespace: m.namespace.clone(),
+            name: m.name.clone(),
+            uid: m.uid.clone(),
+            propagation: Propagation::Background,
+        }
+    }
+
+    /// Unfinished mirrors of ours, seen in a readable cache, that are not `target`: they must be
+    /// gone before `target` is created (no two runs where Courier can see them).
+    fn blockers(&self, target: &Intent) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .ours
+            .iter()
+            .filter(|(c, m, _)| {
+                !(*c == target.cluster && epoch_label(&m.labels) == Some(target.epoch))
+            })
+            .filter(|(_, m, _)| finished(&m.status).is_none())
+            .map(|(c, _, _)| c.to_string())
+            .collect();
+        out.dedup();
+        out
+    }
+
+    pub(super) fn create_mirror(&mut self, intent: &Intent) {
+        let blockers = self.blockers(intent);
+        if !blockers.is_empty() {
+            self.wait(Wait::StaleMirrorsFirst {
+                clusters: blockers,
+                epoch: intent.epoch,
+            });
+            self.requeue_after(self.config().short_retry);
+            return;
+        }
+        let Some(origin_json) = self.input.origin_json else {
+            self.needs_fresh = true;
+            return;
+        };
+        match mirror_for(origin_json, &self.config().origin_id, intent.epoch) {
+            Ok(mirror) => {
+                self.push(Action::EnsureNamespace {
+                    cluster: intent.cluster.clone(),
+                    namespace: self.origin().namespace.clone(),
+                });
+                self.push(Action::CreateMirror {
+                    cluster: intent.cluster.clone(),
+                    epoch: intent.epoch,
+                    mirror,
+                });
+            }
+            Err(e) => {
+                let message = e.to_string();
+                self.event(
+                    EVENT_DISPATCH_FAILED,
+                    EventType::Warning,
+                    format!("cannot build the mirror for {}: {message}", intent.cluster),
+                );
+                self.wait(Wait::MirrorUnbuildable { message });
+                self.requeue_after(self.config().retry_interval);
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! Reading Jobs (as JSON) into the views `decide` works on.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::JobStatus;
+use serde_json::Value;
+
+use courier_api::{
+    ANNOTATION_CLUSTER_SELECTOR, ANNOTATION_EPOCH, ANNOTATION_REDISPATCHES, FINALIZER,
+    LABEL_CLUSTER, MANAGED_BY,
+};
+
+use super::{MirrorView, OriginView, ViewError};
+use crate::job::JobSpecEssentials;
+use crate::ownership::{Intent, parse_epoch};
+
+impl OriginView {
+    /// Reads an origin Job (as JSON: a typed `Job` or `DynamicObject` serialized) into a view.
+    pub fn from_json(job: &Value) -> Result<Self, ViewError> {
+        let meta = Meta::read(job)?;
+        let spec_json = job.get("spec").cloned().unwrap_or(Value::Null);
+        Ok(Self {
+            uid: meta.uid.ok_or(ViewError::MissingField {
+                field: "metadata.uid",
+            })?,
+            namespace: meta.namespace,
+            name: meta.name,
+            managed_by: spec_json
+                .get("managedBy")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            deletion_timestamp: meta.deletion_timestamp,
+            finalizers: meta.finalizers,
+            labels: meta.labels,
+            annotations: meta.annotations,
+            spec: JobSpecEssentials::from_spec_json(&spec_json),
+            spec_json,
+            status: read_status(job)?,
+            generation: job.pointer("/metadata/generation").and_then(Value::as_i64),
+            resource_version: job
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            template_hash: job.get("spec").and_then(crate::drift::template_hash),
+        })
+    }
+
+    /// Whether Courier owns this origin (`spec.managedBy`).
+    pub fn is_ours(&self) -> bool {
+        self.managed_by.as_deref() == Some(MANAGED_BY)
+    }
+
+    /// The placement intent recorded in the metadata (cluster label and epoch annotation), if both
+    /// are present and well-formed.
+    pub fn intent(&self) -> Option<Intent> {
+        let cluster = self.labels.get(LABEL_CLUSTER).filter(|c| !c.is_empty())?;
+        let epoch = parse_epoch(self.annotations.get(ANNOTATION_EPOCH)?)?;
+        Some(Intent {
+            cluster: cluster.clone(),
+            epoch,
+        })
+    }
+
+    /// Re-dispatches so far (annotation; absent or malformed = 0).
+    pub fn redispatches(&self) -> u32 {
+        self.annotations
+            .get(ANNOTATION_REDISPATCHES)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The user's cluster selector, if set.
+    pub fn cluster_selector(&self) -> Option<&str> {
+        self.annotations
+            .get(ANNOTATION_CLUSTER_SELECTOR)
+            .map(String::as_str)
+    }
+
+    pub fn has_finalizer(&self) -> bool {
+        self.finalizers.iter().any(|f| f == FINALIZER)
+    }
+}
+
+impl MirrorView {
+    /// Reads a remote Job (as JSON) into a view.
+    pub fn from_json(job: &Value) -> Result<Self, ViewError> {
+        let meta = Meta::read(job)?;
+        Ok(Self {
+            namespace: meta.namespace,
+            name: meta.name,
+            uid: meta.uid.ok_or(ViewError::MissingField {
+                field: "metadata.uid",
+            })?,
+            labels: meta.labels,
+            annotations: meta
+                .annotations
+                .into_iter()
+                .filter(|(k, _)| k.starts_with("courier.dev/"))
+                .collect(),
+            spec: job.get("spec").cloned().unwrap_or(Value::Null),
+            status: read_status(job)?,
+            deleting: meta.deletion_timestamp.is_some(),
+        })
+    }
+}
+
+struct Meta {
+    name: String,
+    namespace: String,
+    uid: Option<String>,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    finalizers: Vec<String>,
+    deletion_timestamp: Option<Timestamp>,
+}
+
+impl Meta {
+    fn read(job: &Value) -> Result<Self, ViewError> {
+        let obj = job.as_object().ok_or(ViewError::NotAnObject)?;
+        let meta = obj
+            .get("metadata")
+            .and_then(Value::as_object)
+            .ok_or(ViewError::MissingField { field: "metadata" })?;
+        let text = |key: &str| meta.get(key).and_then(Value::as_str).map(str::to_string);
+        let map = |key: &str| -> BTreeMap<String, String> {
+            meta.get(key)
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let deletion_timestamp = match meta.get("deletionTimestamp") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_str()
+                    .and_then(|s| s.parse::<Timestamp>().ok())
+                    .ok_or_else(|| ViewError::Malformed {
+                        field: "metadata.deletionTimestamp",
+                        reason: v.to_string(),
+                    })?,
+            ),
+        };
+        Ok(Self {
+            name: text("name").ok_or(ViewError::MissingField {
+                field: "metadata.name",
+            })?,
+            namespace: text("namespace").unwrap_or_default(),
+            uid: text("uid").filter(|u| !u.is_empty()),
+            labels: map("labels"),
+            annotations: map("annotations"),
+            finalizers: meta
+                .get("finalizers")
+                .and_then(Value::as_array)
+                .map(|f| {
+                    f.iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            deletion_timestamp,
+        })
+    }
+}
+
+fn read_status(job: &Value) -> Result<JobStatus, ViewError> {
+    match job.get("status") {
+        None | Some(Value::Null) => Ok(JobStatus::default()),
+        Some(s) => serde_json::from_value(s.clone()).map_err(|e| ViewError::Malformed {
+            field: "status",
+            reason: e.to_string(),
+        }),
+    }
+}
