@@ -10,8 +10,8 @@ pub mod event;
 pub mod job;
 pub mod lease;
 pub mod namespace;
-pub mod sar;
 pub mod pod;
+pub mod sar;
 pub mod secret;
 pub mod ssar;
 #[cfg(test)]
