@@ -439,6 +439,7 @@ mod tests {
         m.cluster_current_mirrors.with_label_values(&["w1"]).set(1);
         m.gc_deleted.with_label_values(&["w1", "stale_epoch"]).inc();
         m.redispatches.with_label_values(&["w1"]).inc();
+        m.cluster_drains.with_label_values(&["w1", "drained"]).inc();
         let text = m.render();
         let mut typed: Vec<(String, String)> = text
             .lines()
