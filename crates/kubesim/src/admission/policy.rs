@@ -101,6 +101,7 @@ fn denial(req: &Request, policy: &str, binding: &str, message: &str, reason: &st
     let full = format!(
         "ValidatingAdmissionPolicy '{policy}' with binding '{binding}' denied request: {message}"
     );
+    let reason = if reason.is_empty() { "Invalid" } else { reason };
     let mut e = ApiError::forbidden(&req.info.group, &req.info.plural, req.name, &full);
     e.code = match reason {
         "Forbidden" => 403,
