@@ -11,7 +11,6 @@
 //!
 //! Python 3 with helm-python-sdk is required (`.ci/run` installs it); without it these tests fail.
 
-use std::collections::{BTreeMap, HashMap};
 use std::process::Command;
 use std::time::Duration;
 
@@ -220,11 +219,21 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
         "courier-worker",
         "w",
         NS,
-        &json!({"protectMirrorLabels": false}),
+        &json!({"protectMirrorLabels": false, "policy": {"enabled": false}}),
     );
     check_placement(&off, NS, "w");
     assert!(off.of_kind("ValidatingAdmissionPolicy").is_empty());
     assert!(off.of_kind("ValidatingAdmissionPolicyBinding").is_empty());
+    // Either half alone keeps the policy, with only its own rules (evaluated in worker_policy.rs).
+    for (values, kept, dropped) in [
+        (json!({"protectMirrorLabels": false}), "rule no-privileged", "rule courier-labels"),
+        (json!({"policy": {"enabled": false}}), "rule courier-labels", "rule no-privileged"),
+    ] {
+        let half = render("courier-worker", "w", NS, &values);
+        let text = half.one("ValidatingAdmissionPolicy")["spec"]["validations"].to_string();
+        assert!(text.contains(kept) && !text.contains(dropped), "{values}: {text}");
+        assert_eq!(half.of_kind("ValidatingAdmissionPolicyBinding").len(), 1);
+    }
 }
 
 #[test]
@@ -241,6 +250,9 @@ fn values_schemas_refuse_mistakes_at_install_time() {
         ("courier-worker", json!({"serviceAccount": "Not_A_Name"}), "/serviceAccount"),
         ("courier-worker", json!({"protectMirrorLabels": "yes"}), "/protectMirrorLabels"),
         ("courier-worker", json!({"extraAllowedUsernames": "alice"}), "/extraAllowedUsernames"),
+        ("courier-worker", json!({"policy": {"deniedNamespaces": "kube-system"}}), "/policy/deniedNamespaces"),
+        ("courier-worker", json!({"policy": {"privilegedNamespaces": ["GPU_Jobs"]}}), "/policy/privilegedNamespaces/0"),
+        ("courier-worker", json!({"policy": {"enable": true}}), "enable"),
     ];
     for (chart, values, field) in bad {
         match try_render(chart, "r", NS, values) {
