@@ -226,12 +226,23 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
     assert!(off.of_kind("ValidatingAdmissionPolicyBinding").is_empty());
     // Either half alone keeps the policy, with only its own rules (evaluated in worker_policy.rs).
     for (values, kept, dropped) in [
-        (json!({"protectMirrorLabels": false}), "rule no-privileged", "rule courier-labels"),
-        (json!({"policy": {"enabled": false}}), "rule courier-labels", "rule no-privileged"),
+        (
+            json!({"protectMirrorLabels": false}),
+            "rule no-privileged",
+            "rule courier-labels",
+        ),
+        (
+            json!({"policy": {"enabled": false}}),
+            "rule courier-labels",
+            "rule no-privileged",
+        ),
     ] {
         let half = render("courier-worker", "w", NS, &values);
         let text = half.one("ValidatingAdmissionPolicy")["spec"]["validations"].to_string();
-        assert!(text.contains(kept) && !text.contains(dropped), "{values}: {text}");
+        assert!(
+            text.contains(kept) && !text.contains(dropped),
+            "{values}: {text}"
+        );
         assert_eq!(half.of_kind("ValidatingAdmissionPolicyBinding").len(), 1);
     }
 }

@@ -12,8 +12,7 @@
 //! Python 3 with helm-python-sdk is required, as for charts.rs.
 
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-    PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -68,7 +67,10 @@ impl Worker {
             ("alice", "alice"),
             ("admin", "kubernetes-admin"),
             ("jc", "system:serviceaccount:kube-system:job-controller"),
-            ("gc", "system:serviceaccount:kube-system:generic-garbage-collector"),
+            (
+                "gc",
+                "system:serviceaccount:kube-system:generic-garbage-collector",
+            ),
         ] {
             sim.add_token(token, user, RuleSet::allow_all());
         }
@@ -88,11 +90,15 @@ impl Worker {
                 .await
                 .unwrap_or_else(|e| panic!("kubesim refused the chart's {kind}: {e}"));
         }
-        let nss: Api<DynamicObject> = Api::all_with(admin.clone(), &ar("", "Namespace", "namespaces"));
+        let nss: Api<DynamicObject> =
+            Api::all_with(admin.clone(), &ar("", "Namespace", "namespaces"));
         for ns in [TEAM, "gpu"] {
-            nss.create(&PostParams::default(), &obj(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})))
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
+            nss.create(
+                &PostParams::default(),
+                &obj(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         }
         Worker {
             courier: client(&sim.kubeconfig_for("courier")).await,
@@ -117,14 +123,19 @@ fn jobs(c: &Client, ns: &str) -> Api<DynamicObject> {
 
 const MIRROR_LABELS: &[(&str, &str)] = &[
     ("courier.dev/origin", "mgmt"),
-    ("courier.dev/origin-uid", "0b0e4a1c-0000-4000-8000-000000000001"),
+    (
+        "courier.dev/origin-uid",
+        "0b0e4a1c-0000-4000-8000-000000000001",
+    ),
     ("courier.dev/epoch", "1"),
     ("app", "demo"),
 ];
 
 fn job(name: &str, labels: &[(&str, &str)]) -> Value {
-    let labels: serde_json::Map<String, Value> =
-        labels.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    let labels: serde_json::Map<String, Value> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
     json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "labels": labels},
@@ -181,12 +192,17 @@ impl Verdicts {
             _ => false,
         };
         if !ok {
-            self.0.push(format!("{what}: expected {want:?}, got {got:?}"));
+            self.0
+                .push(format!("{what}: expected {want:?}, got {got:?}"));
         }
     }
 
     fn assert_all_right(self) {
-        assert!(self.0.is_empty(), "the worker policy decided wrongly:\n  {}", self.0.join("\n  "));
+        assert!(
+            self.0.is_empty(),
+            "the worker policy decided wrongly:\n  {}",
+            self.0.join("\n  ")
+        );
     }
 }
 
@@ -198,50 +214,213 @@ async fn a_worker_user_cannot_forge_hijack_or_pin_a_mirror() {
     let mut v = Verdicts::default();
     let (alice, admin, courier) = (&w.alice, &w.admin, &w.courier);
 
-    v.check("a user creates an ordinary Job", create(alice, TEAM, job("plain", &[("app", "demo")])).await, None);
-    v.check("a user creates a Job without labels", create(alice, TEAM, job("bare", &[])).await, None);
-    v.check("a user forges a mirror", create(alice, TEAM, mirror("forged")).await, Some(LABELS));
-    v.check("a user creates a Job with courier.dev/epoch only",
-        create(alice, TEAM, job("epoch", &[("courier.dev/epoch", "1")])).await, Some(LABELS));
-    v.check("a cluster admin forges a mirror", create(admin, TEAM, mirror("forged")).await, Some(LABELS));
-    v.check("Courier creates a mirror", create(courier, TEAM, mirror("m")).await, None);
+    v.check(
+        "a user creates an ordinary Job",
+        create(alice, TEAM, job("plain", &[("app", "demo")])).await,
+        None,
+    );
+    v.check(
+        "a user creates a Job without labels",
+        create(alice, TEAM, job("bare", &[])).await,
+        None,
+    );
+    v.check(
+        "a user forges a mirror",
+        create(alice, TEAM, mirror("forged")).await,
+        Some(LABELS),
+    );
+    v.check(
+        "a user creates a Job with courier.dev/epoch only",
+        create(alice, TEAM, job("epoch", &[("courier.dev/epoch", "1")])).await,
+        Some(LABELS),
+    );
+    v.check(
+        "a cluster admin forges a mirror",
+        create(admin, TEAM, mirror("forged")).await,
+        Some(LABELS),
+    );
+    v.check(
+        "Courier creates a mirror",
+        create(courier, TEAM, mirror("m")).await,
+        None,
+    );
 
-    v.check("a user changes their own label on a mirror", patch(alice, "m", json!({"metadata": {"labels": {"app": "other"}}})).await, None);
-    v.check("a user annotates a mirror", patch(alice, "m", json!({"metadata": {"annotations": {"note": "mine"}}})).await, None);
-    v.check("a user changes a mirror's epoch", patch(alice, "m", json!({"metadata": {"labels": {"courier.dev/epoch": "7"}}})).await, Some(LABELS));
-    v.check("a user removes a mirror's origin label", patch(alice, "m", json!({"metadata": {"labels": {"courier.dev/origin": null}}})).await, Some(LABELS));
-    v.check("a user adds a courier.dev/ label to a mirror", patch(alice, "m", json!({"metadata": {"labels": {"courier.dev/extra": "x"}}})).await, Some(LABELS));
+    v.check(
+        "a user changes their own label on a mirror",
+        patch(
+            alice,
+            "m",
+            json!({"metadata": {"labels": {"app": "other"}}}),
+        )
+        .await,
+        None,
+    );
+    v.check(
+        "a user annotates a mirror",
+        patch(
+            alice,
+            "m",
+            json!({"metadata": {"annotations": {"note": "mine"}}}),
+        )
+        .await,
+        None,
+    );
+    v.check(
+        "a user changes a mirror's epoch",
+        patch(
+            alice,
+            "m",
+            json!({"metadata": {"labels": {"courier.dev/epoch": "7"}}}),
+        )
+        .await,
+        Some(LABELS),
+    );
+    v.check(
+        "a user removes a mirror's origin label",
+        patch(
+            alice,
+            "m",
+            json!({"metadata": {"labels": {"courier.dev/origin": null}}}),
+        )
+        .await,
+        Some(LABELS),
+    );
+    v.check(
+        "a user adds a courier.dev/ label to a mirror",
+        patch(
+            alice,
+            "m",
+            json!({"metadata": {"labels": {"courier.dev/extra": "x"}}}),
+        )
+        .await,
+        Some(LABELS),
+    );
     v.check("a user turns an ordinary Job into a mirror",
         patch(alice, "plain", json!({"metadata": {"labels": {"courier.dev/origin": "mgmt", "courier.dev/origin-uid": "u", "courier.dev/epoch": "1"}}})).await, Some(LABELS));
-    v.check("a cluster admin changes a mirror's origin", patch(admin, "m", json!({"metadata": {"labels": {"courier.dev/origin": "other"}}})).await, Some(LABELS));
-    v.check("a user scales a mirror", patch(alice, "m", json!({"spec": {"parallelism": 2}})).await, Some("rule mirror-spec"));
-    v.check("a user scales an ordinary Job", patch(alice, "plain", json!({"spec": {"parallelism": 2}})).await, None);
-    v.check("a user adds a finalizer to a mirror", patch(alice, "m", json!({"metadata": {"finalizers": ["example.com/pin"]}})).await, Some("rule mirror-finalizers"));
+    v.check(
+        "a cluster admin changes a mirror's origin",
+        patch(
+            admin,
+            "m",
+            json!({"metadata": {"labels": {"courier.dev/origin": "other"}}}),
+        )
+        .await,
+        Some(LABELS),
+    );
+    v.check(
+        "a user scales a mirror",
+        patch(alice, "m", json!({"spec": {"parallelism": 2}})).await,
+        Some("rule mirror-spec"),
+    );
+    v.check(
+        "a user scales an ordinary Job",
+        patch(alice, "plain", json!({"spec": {"parallelism": 2}})).await,
+        None,
+    );
+    v.check(
+        "a user adds a finalizer to a mirror",
+        patch(
+            alice,
+            "m",
+            json!({"metadata": {"finalizers": ["example.com/pin"]}}),
+        )
+        .await,
+        Some("rule mirror-finalizers"),
+    );
     let owner = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "anchor", "uid": "0b0e4a1c-0000-4000-8000-00000000000a"}]);
-    v.check("a user gives a mirror an owner", patch(alice, "m", json!({"metadata": {"ownerReferences": owner}})).await, Some("rule mirror-owners"));
-    v.check("a user gives an ordinary Job a finalizer", patch(alice, "plain", json!({"metadata": {"finalizers": ["example.com/pin"]}})).await, None);
+    v.check(
+        "a user gives a mirror an owner",
+        patch(alice, "m", json!({"metadata": {"ownerReferences": owner}})).await,
+        Some("rule mirror-owners"),
+    );
+    v.check(
+        "a user gives an ordinary Job a finalizer",
+        patch(
+            alice,
+            "plain",
+            json!({"metadata": {"finalizers": ["example.com/pin"]}}),
+        )
+        .await,
+        None,
+    );
     let status = json!({"status": {"startTime": "2026-01-01T00:00:00Z", "active": 1}});
-    v.check("the Job controller writes a mirror's status", patch_status(&w.job_controller, "m", status).await, None);
-    v.check("a cluster admin rewrites a mirror's labels through the status subresource",
-        patch_status(admin, "m", json!({"metadata": {"labels": {"courier.dev/origin": "other"}}})).await, Some(LABELS));
-    v.check("a user pins a mirror through the status subresource",
-        patch_status(alice, "m", json!({"metadata": {"finalizers": ["example.com/pin"]}})).await, Some("rule mirror-finalizers"));
-    v.check("Courier patches a mirror's spec and epoch",
-        patch(courier, "m", json!({"metadata": {"labels": {"courier.dev/epoch": "2"}}, "spec": {"parallelism": 3}})).await, None);
+    v.check(
+        "the Job controller writes a mirror's status",
+        patch_status(&w.job_controller, "m", status).await,
+        None,
+    );
+    v.check(
+        "a cluster admin rewrites a mirror's labels through the status subresource",
+        patch_status(
+            admin,
+            "m",
+            json!({"metadata": {"labels": {"courier.dev/origin": "other"}}}),
+        )
+        .await,
+        Some(LABELS),
+    );
+    v.check(
+        "a user pins a mirror through the status subresource",
+        patch_status(
+            alice,
+            "m",
+            json!({"metadata": {"finalizers": ["example.com/pin"]}}),
+        )
+        .await,
+        Some("rule mirror-finalizers"),
+    );
+    v.check(
+        "Courier patches a mirror's spec and epoch",
+        patch(
+            courier,
+            "m",
+            json!({"metadata": {"labels": {"courier.dev/epoch": "2"}}, "spec": {"parallelism": 3}}),
+        )
+        .await,
+        None,
+    );
 
     // A mirror with a finalizer (Courier's to add): deleting it stays allowed, and the garbage
     // collector's removal of the finalizer goes through.
-    v.check("Courier creates a mirror with a finalizer", {
-        let mut j = mirror("pinned");
-        j["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
-        create(courier, TEAM, j).await
-    }, None);
-    v.check("a user deletes a mirror", outcome(jobs(alice, TEAM).delete("pinned", &DeleteParams::background()).await), None);
-    v.check("the garbage collector removes a mirror's finalizer", patch(&w.gc, "pinned", json!({"metadata": {"finalizers": null}})).await, None);
-    v.check("a user deletes another mirror", outcome(jobs(alice, TEAM).delete("m", &DeleteParams::background()).await), None);
+    v.check(
+        "Courier creates a mirror with a finalizer",
+        {
+            let mut j = mirror("pinned");
+            j["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
+            create(courier, TEAM, j).await
+        },
+        None,
+    );
+    v.check(
+        "a user deletes a mirror",
+        outcome(
+            jobs(alice, TEAM)
+                .delete("pinned", &DeleteParams::background())
+                .await,
+        ),
+        None,
+    );
+    v.check(
+        "the garbage collector removes a mirror's finalizer",
+        patch(&w.gc, "pinned", json!({"metadata": {"finalizers": null}})).await,
+        None,
+    );
+    v.check(
+        "a user deletes another mirror",
+        outcome(
+            jobs(alice, TEAM)
+                .delete("m", &DeleteParams::background())
+                .await,
+        ),
+        None,
+    );
     v.assert_all_right();
     assert!(
-        jobs(admin, TEAM).get_opt("pinned").await.unwrap_or_else(|e| panic!("{e}")).is_none(),
+        jobs(admin, TEAM)
+            .get_opt("pinned")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .is_none(),
         "the mirror is gone once its finalizer is"
     );
 }
@@ -264,32 +443,73 @@ async fn courier_cannot_run_privileged_or_system_mirrors_unless_the_operator_all
     let mut v = Verdicts::default();
     let c = &w.courier;
     let denied_ns = "Courier may not run Jobs in namespace kube-system: rule denied-namespaces of the courier-worker chart, lifted by removing it from policy.deniedNamespaces";
-    v.check("Courier creates a mirror in kube-system", create(c, "kube-system", mirror("sys")).await, Some(denied_ns));
-    v.check("Courier creates a mirror in kube-node-lease", create(c, "kube-node-lease", mirror("sys")).await, Some("rule denied-namespaces"));
+    v.check(
+        "Courier creates a mirror in kube-system",
+        create(c, "kube-system", mirror("sys")).await,
+        Some(denied_ns),
+    );
+    v.check(
+        "Courier creates a mirror in kube-node-lease",
+        create(c, "kube-node-lease", mirror("sys")).await,
+        Some("rule denied-namespaces"),
+    );
     v.check("Courier creates a privileged mirror", create(c, TEAM, privileged("p")).await,
         Some("privileged containers are refused in Courier mirrors in namespace team-a: rule no-privileged of the courier-worker chart, lifted by listing the namespace in policy.privilegedNamespaces"));
-    v.check("Courier creates a privileged mirror where the operator allows it", create(c, "gpu", privileged("p")).await, None);
+    v.check(
+        "Courier creates a privileged mirror where the operator allows it",
+        create(c, "gpu", privileged("p")).await,
+        None,
+    );
     let mut init = mirror("init");
-    init["spec"]["template"]["spec"]["initContainers"] = json!([{"name": "i", "image": "busybox:1.36", "securityContext": {"privileged": true}}]);
-    v.check("Courier creates a mirror with a privileged init container", create(c, TEAM, init).await, Some("rule no-privileged"));
+    init["spec"]["template"]["spec"]["initContainers"] =
+        json!([{"name": "i", "image": "busybox:1.36", "securityContext": {"privileged": true}}]);
+    v.check(
+        "Courier creates a mirror with a privileged init container",
+        create(c, TEAM, init).await,
+        Some("rule no-privileged"),
+    );
     for field in ["hostNetwork", "hostPID", "hostIPC"] {
         let mut j = mirror("host");
         j["spec"]["template"]["spec"][field] = json!(true);
-        v.check(&format!("Courier creates a mirror with {field}"), create(c, TEAM, j).await, Some("rule no-host-namespaces"));
+        v.check(
+            &format!("Courier creates a mirror with {field}"),
+            create(c, TEAM, j).await,
+            Some("rule no-host-namespaces"),
+        );
     }
     let mut hp = mirror("hostpath");
-    hp["spec"]["template"]["spec"]["volumes"] = json!([{"name": "root", "hostPath": {"path": "/"}}]);
-    v.check("Courier creates a mirror with a hostPath volume", create(c, TEAM, hp.clone()).await, Some("rule no-host-path"));
-    v.check("Courier creates a mirror with a hostPath volume where allowed", create(c, "gpu", hp).await, None);
+    hp["spec"]["template"]["spec"]["volumes"] =
+        json!([{"name": "root", "hostPath": {"path": "/"}}]);
+    v.check(
+        "Courier creates a mirror with a hostPath volume",
+        create(c, TEAM, hp.clone()).await,
+        Some("rule no-host-path"),
+    );
+    v.check(
+        "Courier creates a mirror with a hostPath volume where allowed",
+        create(c, "gpu", hp).await,
+        None,
+    );
     let mut quiet = mirror("unprivileged");
-    quiet["spec"]["template"]["spec"]["containers"][0]["securityContext"] = json!({"privileged": false, "runAsNonRoot": true});
-    v.check("Courier creates an explicitly unprivileged mirror", create(c, TEAM, quiet).await, None);
+    quiet["spec"]["template"]["spec"]["containers"][0]["securityContext"] =
+        json!({"privileged": false, "runAsNonRoot": true});
+    v.check(
+        "Courier creates an explicitly unprivileged mirror",
+        create(c, TEAM, quiet).await,
+        None,
+    );
     // The rules are on Courier's account: others are not Courier's business.
-    v.check("a cluster admin runs a privileged Job", create(&w.admin, TEAM, {
-        let mut j = job("admin-priv", &[]);
-        j["spec"]["template"]["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
-        j
-    }).await, None);
+    v.check(
+        "a cluster admin runs a privileged Job",
+        create(&w.admin, TEAM, {
+            let mut j = job("admin-priv", &[]);
+            j["spec"]["template"]["spec"]["containers"][0]["securityContext"] =
+                json!({"privileged": true});
+            j
+        })
+        .await,
+        None,
+    );
     v.assert_all_right();
 
     // Turned off, Courier's account may create what its RBAC allows.
@@ -301,8 +521,14 @@ async fn courier_cannot_run_privileged_or_system_mirrors_unless_the_operator_all
     ))
     .await;
     assert_eq!(create(&off.courier, TEAM, privileged("p")).await, Ok(()));
-    assert_eq!(create(&off.courier, "kube-system", mirror("sys")).await, Ok(()));
-    assert!(create(&off.alice, TEAM, mirror("forged")).await.is_err(), "the label rules stay");
+    assert_eq!(
+        create(&off.courier, "kube-system", mirror("sys")).await,
+        Ok(())
+    );
+    assert!(
+        create(&off.alice, TEAM, mirror("forged")).await.is_err(),
+        "the label rules stay"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -315,12 +541,21 @@ async fn the_exemption_follows_the_charts_account_and_extra_users() {
         &json!({"serviceAccount": "dispatcher-eu", "extraAllowedUsernames": [extra]}),
     ))
     .await;
-    for (token, user) in [("eu", "system:serviceaccount:batch-ops:dispatcher-eu"), ("extra", extra)] {
+    for (token, user) in [
+        ("eu", "system:serviceaccount:batch-ops:dispatcher-eu"),
+        ("extra", extra),
+    ] {
         w.sim.add_token(token, user, RuleSet::allow_all());
         let c = client(&w.sim.kubeconfig_for(token)).await;
-        assert_eq!(create(&c, TEAM, mirror(token)).await, Ok(()), "{user} may create mirrors");
+        assert_eq!(
+            create(&c, TEAM, mirror(token)).await,
+            Ok(()),
+            "{user} may create mirrors"
+        );
         assert!(
-            create(&c, TEAM, privileged(&format!("{token}-p"))).await.is_err(),
+            create(&c, TEAM, privileged(&format!("{token}-p")))
+                .await
+                .is_err(),
             "{user} is held to the mirror content rules"
         );
     }

@@ -22,7 +22,12 @@ async fn client_for(kubeconfig: &str) -> Client {
 }
 
 /// One request: the status code, the JSON body and the Warning headers.
-async fn call(c: &Client, method: &str, path: &str, body: Option<Value>) -> (u16, Value, Vec<String>) {
+async fn call(
+    c: &Client,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value, Vec<String>) {
     let content_type = if method == "PATCH" {
         "application/merge-patch+json"
     } else {
@@ -91,7 +96,12 @@ async fn binding(admin: &Client, name: &str, policy: &str, actions: Value, match
     if !match_resources.is_null() {
         spec["matchResources"] = match_resources;
     }
-    let (code, body, _) = create(admin, VAPB, json!({"metadata": {"name": name}, "spec": spec})).await;
+    let (code, body, _) = create(
+        admin,
+        VAPB,
+        json!({"metadata": {"name": name}, "spec": spec}),
+    )
+    .await;
     assert_eq!(code, 201, "{body}");
 }
 
@@ -119,8 +129,14 @@ async fn a_policy_denies_like_the_api_server() {
     assert_eq!(code, 201, "{stored}");
     assert_eq!(stored["spec"]["failurePolicy"], "Fail", "defaulted");
     assert_eq!(stored["metadata"]["generation"], 1);
-    binding(&admin, "small-jobs-prod", "small-jobs", json!(["Deny"]),
-        json!({"namespaceSelector": {"matchLabels": {"env": "prod"}}})).await;
+    binding(
+        &admin,
+        "small-jobs-prod",
+        "small-jobs",
+        json!(["Deny"]),
+        json!({"namespaceSelector": {"matchLabels": {"env": "prod"}}}),
+    )
+    .await;
 
     // Denied with the validation's reason (403), its messageExpression, and the message as a cause.
     let (code, body, _) = create(&admin, &jobs("prod"), job("big", 3, json!({}))).await;
@@ -135,11 +151,30 @@ async fn a_policy_denies_like_the_api_server() {
                "code": 403})
     );
     // The binding's namespace selector leaves dev alone; a false match condition skips the policy.
-    assert_eq!(create(&admin, &jobs("dev"), job("big", 3, json!({}))).await.0, 201);
-    assert_eq!(create(&admin, &jobs("prod"), job("big", 3, json!({"exempt": "y"}))).await.0, 201);
+    assert_eq!(
+        create(&admin, &jobs("dev"), job("big", 3, json!({})))
+            .await
+            .0,
+        201
+    );
+    assert_eq!(
+        create(&admin, &jobs("prod"), job("big", 3, json!({"exempt": "y"})))
+            .await
+            .0,
+        201
+    );
     // No message and no reason: `failed expression: ...`, 422 Invalid.
-    let (code, body, _) = create(&admin, &jobs("prod"), job("f", 1, json!({"forbidden": "y"}))).await;
-    assert_eq!((code, body["reason"].as_str()), (422, Some("Invalid")), "{body}");
+    let (code, body, _) = create(
+        &admin,
+        &jobs("prod"),
+        job("f", 1, json!({"forbidden": "y"})),
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (422, Some("Invalid")),
+        "{body}"
+    );
     assert!(
         body["message"].as_str().unwrap_or_default().ends_with(
             "denied request: failed expression: !('forbidden' in object.metadata.labels)"
@@ -147,14 +182,29 @@ async fn a_policy_denies_like_the_api_server() {
         "{body}"
     );
     // UPDATE is matched too (a merge patch), and the object is left as it was.
-    assert_eq!(create(&admin, &jobs("prod"), job("ok", 1, json!({}))).await.0, 201);
-    let (code, body, _) = call(&admin, "PATCH", &format!("{}/ok", jobs("prod")),
-        Some(json!({"spec": {"parallelism": 5}}))).await;
+    assert_eq!(
+        create(&admin, &jobs("prod"), job("ok", 1, json!({})))
+            .await
+            .0,
+        201
+    );
+    let (code, body, _) = call(
+        &admin,
+        "PATCH",
+        &format!("{}/ok", jobs("prod")),
+        Some(json!({"spec": {"parallelism": 5}})),
+    )
+    .await;
     assert_eq!(code, 403, "{body}");
     let (_, now, _) = call(&admin, "GET", &format!("{}/ok", jobs("prod")), None).await;
     assert_eq!(now["spec"]["parallelism"], 1);
     // A dry run is admitted like a real write.
-    let (code, _, _) = create(&admin, &format!("{}?dryRun=All", jobs("prod")), job("dry", 4, json!({}))).await;
+    let (code, _, _) = create(
+        &admin,
+        &format!("{}?dryRun=All", jobs("prod")),
+        job("dry", 4, json!({})),
+    )
+    .await;
     assert_eq!(code, 403);
 }
 
@@ -164,7 +214,11 @@ async fn identities_subresources_failure_policy_and_warnings() {
     let admin = client_for(&sim.kubeconfig()).await;
     namespace(&admin, "t", json!({})).await;
     sim.add_token("alice", "alice", RuleSet::allow_all());
-    sim.add_token("jc", "system:serviceaccount:kube-system:job-controller", RuleSet::allow_all());
+    sim.add_token(
+        "jc",
+        "system:serviceaccount:kube-system:job-controller",
+        RuleSet::allow_all(),
+    );
     let alice = client_for(&sim.kubeconfig_for("alice")).await;
     let jc = client_for(&sim.kubeconfig_for("jc")).await;
     // Only kube-system's service accounts may write Job status (groups from the token's identity).
@@ -178,8 +232,19 @@ async fn identities_subresources_failure_policy_and_warnings() {
         }
     })).await;
     assert_eq!(code, 201, "{body}");
-    binding(&admin, "status-writers", "status-writers", json!(["Deny"]), Value::Null).await;
-    assert_eq!(create(&alice, &jobs("t"), job("j", 1, json!({}))).await.0, 201, "the main resource is not matched");
+    binding(
+        &admin,
+        "status-writers",
+        "status-writers",
+        json!(["Deny"]),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        create(&alice, &jobs("t"), job("j", 1, json!({}))).await.0,
+        201,
+        "the main resource is not matched"
+    );
     let status = Some(json!({"status": {"startTime": "2026-01-01T00:00:00Z", "active": 1}}));
     let path = format!("{}/j/status", jobs("t"));
     let (code, body, _) = call(&alice, "PATCH", &path, status.clone()).await;
@@ -200,14 +265,44 @@ async fn identities_subresources_failure_policy_and_warnings() {
         })).await;
         assert_eq!(code, 201, "{body}");
     }
-    binding(&admin, "broken-ignore", "broken-ignore", json!(["Deny"]), Value::Null).await;
-    assert_eq!(create(&alice, &jobs("t"), job("k", 1, json!({}))).await.0, 201);
-    binding(&admin, "broken-fail", "broken-fail", json!(["Deny"]),
-        json!({"objectSelector": {"matchLabels": {"check": "yes"}}})).await;
-    assert_eq!(create(&alice, &jobs("t"), job("l", 1, json!({}))).await.0, 201, "the object selector does not match");
+    binding(
+        &admin,
+        "broken-ignore",
+        "broken-ignore",
+        json!(["Deny"]),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        create(&alice, &jobs("t"), job("k", 1, json!({}))).await.0,
+        201
+    );
+    binding(
+        &admin,
+        "broken-fail",
+        "broken-fail",
+        json!(["Deny"]),
+        json!({"objectSelector": {"matchLabels": {"check": "yes"}}}),
+    )
+    .await;
+    assert_eq!(
+        create(&alice, &jobs("t"), job("l", 1, json!({}))).await.0,
+        201,
+        "the object selector does not match"
+    );
     let (code, body, _) = create(&alice, &jobs("t"), job("m", 1, json!({"check": "yes"}))).await;
-    assert_eq!((code, body["reason"].as_str()), (422, Some("Invalid")), "{body}");
-    assert!(body["message"].as_str().unwrap_or_default().contains("expression 'object.spec.nope == 1' resulted in error"), "{body}");
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (422, Some("Invalid")),
+        "{body}"
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("expression 'object.spec.nope == 1' resulted in error"),
+        "{body}"
+    );
 
     // Warn: admitted, with the warning header.
     let (code, body, _) = create(&admin, VAP, json!({
@@ -219,7 +314,14 @@ async fn identities_subresources_failure_policy_and_warnings() {
         }
     })).await;
     assert_eq!(code, 201, "{body}");
-    binding(&admin, "warn-only", "warn-only", json!(["Warn", "Audit"]), Value::Null).await;
+    binding(
+        &admin,
+        "warn-only",
+        "warn-only",
+        json!(["Warn", "Audit"]),
+        Value::Null,
+    )
+    .await;
     let (code, _, warnings) = create(&alice, &jobs("t"), job("n", 1, json!({}))).await;
     assert_eq!(code, 201);
     assert!(
@@ -233,25 +335,60 @@ async fn policies_are_validated_and_served_like_other_kinds() {
     let sim = sim().await;
     let admin = client_for(&sim.kubeconfig()).await;
     let rules = json!({"resourceRules": [{"apiGroups": ["batch"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["jobs"]}]});
-    let (code, body, _) = create(&admin, VAP, json!({"metadata": {"name": "p"},
+    let (code, body, _) = create(
+        &admin,
+        VAP,
+        json!({"metadata": {"name": "p"},
         "spec": {"matchConstraints": rules, "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
-                 "validations": [{"expression": "object.spec.x == 1 ||"}]}})).await;
+                 "validations": [{"expression": "object.spec.x == 1 ||"}]}}),
+    )
+    .await;
     assert_eq!(code, 422, "{body}");
     let message = body["message"].as_str().unwrap_or_default();
-    assert!(message.starts_with("ValidatingAdmissionPolicy.admissionregistration.k8s.io \"p\" is invalid"), "{message}");
-    assert!(message.contains("spec.paramKind: Forbidden: kubesim does not evaluate policies with parameters"), "{message}");
-    assert!(message.contains("spec.validations[0].expression: Invalid value"), "{message}");
-    let (code, body, _) = create(&admin, VAPB, json!({"metadata": {"name": "b"}, "spec": {"validationActions": ["Deny", "Warn"]}})).await;
+    assert!(
+        message
+            .starts_with("ValidatingAdmissionPolicy.admissionregistration.k8s.io \"p\" is invalid"),
+        "{message}"
+    );
+    assert!(
+        message.contains(
+            "spec.paramKind: Forbidden: kubesim does not evaluate policies with parameters"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("spec.validations[0].expression: Invalid value"),
+        "{message}"
+    );
+    let (code, body, _) = create(
+        &admin,
+        VAPB,
+        json!({"metadata": {"name": "b"}, "spec": {"validationActions": ["Deny", "Warn"]}}),
+    )
+    .await;
     assert_eq!(code, 422, "{body}");
     let message = body["message"].as_str().unwrap_or_default();
-    assert!(message.contains("spec.policyName: Required value"), "{message}");
-    assert!(message.contains("must not contain both Deny and Warn"), "{message}");
+    assert!(
+        message.contains("spec.policyName: Required value"),
+        "{message}"
+    );
+    assert!(
+        message.contains("must not contain both Deny and Warn"),
+        "{message}"
+    );
     // Discovery lists both kinds, cluster-scoped.
     let (_, disc, _) = call(&admin, "GET", "/apis/admissionregistration.k8s.io/v1", None).await;
-    let names: Vec<(&str, bool)> = disc["resources"].as_array().into_iter().flatten()
+    let names: Vec<(&str, bool)> = disc["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
         .filter_map(|r| Some((r["name"].as_str()?, r["namespaced"].as_bool()?)))
         .collect();
-    for want in ["validatingadmissionpolicies", "validatingadmissionpolicies/status", "validatingadmissionpolicybindings"] {
+    for want in [
+        "validatingadmissionpolicies",
+        "validatingadmissionpolicies/status",
+        "validatingadmissionpolicybindings",
+    ] {
         assert!(names.contains(&(want, false)), "{want} in {names:?}");
     }
 }
@@ -261,14 +398,32 @@ async fn an_object_count_quota_refuses_the_create_over_its_limit() {
     let sim = sim().await;
     let admin = client_for(&sim.kubeconfig()).await;
     namespace(&admin, "q", json!({})).await;
-    let (code, body, _) = create(&admin, "/api/v1/namespaces/q/resourcequotas",
-        json!({"metadata": {"name": "one-job"}, "spec": {"hard": {"count/jobs.batch": "1"}}})).await;
+    let (code, body, _) = create(
+        &admin,
+        "/api/v1/namespaces/q/resourcequotas",
+        json!({"metadata": {"name": "one-job"}, "spec": {"hard": {"count/jobs.batch": "1"}}}),
+    )
+    .await;
     assert_eq!(code, 201, "{body}");
     let quota = || async {
-        call(&admin, "GET", "/api/v1/namespaces/q/resourcequotas/one-job", None).await.1["status"].clone()
+        call(
+            &admin,
+            "GET",
+            "/api/v1/namespaces/q/resourcequotas/one-job",
+            None,
+        )
+        .await
+        .1["status"]
+            .clone()
     };
-    assert_eq!(quota().await, json!({"hard": {"count/jobs.batch": "1"}, "used": {"count/jobs.batch": "0"}}));
-    assert_eq!(create(&admin, &jobs("q"), job("a", 1, json!({}))).await.0, 201);
+    assert_eq!(
+        quota().await,
+        json!({"hard": {"count/jobs.batch": "1"}, "used": {"count/jobs.batch": "0"}})
+    );
+    assert_eq!(
+        create(&admin, &jobs("q"), job("a", 1, json!({}))).await.0,
+        201
+    );
     assert_eq!(quota().await["used"], json!({"count/jobs.batch": "1"}));
     let (code, body, _) = create(&admin, &jobs("q"), job("b", 1, json!({}))).await;
     let why = "exceeded quota: one-job, requested: count/jobs.batch=1, used: count/jobs.batch=1, limited: count/jobs.batch=1";
@@ -280,14 +435,25 @@ async fn an_object_count_quota_refuses_the_create_over_its_limit() {
                "details": {"name": "b", "group": "batch", "kind": "jobs"}, "code": 403})
     );
     // Deleting the Job frees the quota.
-    let (code, body, _) = call(&admin, "DELETE", &format!("{}/a", jobs("q")),
-        Some(json!({"propagationPolicy": "Background"}))).await;
+    let (code, body, _) = call(
+        &admin,
+        "DELETE",
+        &format!("{}/a", jobs("q")),
+        Some(json!({"propagationPolicy": "Background"})),
+    )
+    .await;
     assert_eq!(code, 200, "{body}");
     assert_eq!(quota().await["used"], json!({"count/jobs.batch": "0"}));
-    assert_eq!(create(&admin, &jobs("q"), job("b", 1, json!({}))).await.0, 201);
+    assert_eq!(
+        create(&admin, &jobs("q"), job("b", 1, json!({}))).await.0,
+        201
+    );
     // Other namespaces are not limited.
     namespace(&admin, "free", json!({})).await;
     for n in ["x", "y"] {
-        assert_eq!(create(&admin, &jobs("free"), job(n, 1, json!({}))).await.0, 201);
+        assert_eq!(
+            create(&admin, &jobs("free"), job(n, 1, json!({}))).await.0,
+            201
+        );
     }
 }

@@ -45,10 +45,7 @@ pub fn to_cel(v: &Value) -> cel::Value {
 pub fn eval_bool(p: &Program, ctx: &Context) -> Result<bool, String> {
     match p.execute(ctx) {
         Ok(cel::Value::Bool(b)) => Ok(b),
-        Ok(other) => Err(format!(
-            "expected a bool result, got {:?}",
-            other.type_of()
-        )),
+        Ok(other) => Err(format!("expected a bool result, got {:?}", other.type_of())),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -91,16 +88,36 @@ mod tests {
         assert_eq!(t("has(object.metadata.labels)"), Ok(true));
         assert_eq!(t("has(object.metadata.finalizers)"), Ok(false));
         assert_eq!(t("'app' in object.metadata.labels"), Ok(true));
-        assert_eq!(t("size(object.metadata.labels.filter(k, k.startsWith('courier.dev/'))) == 1"), Ok(true));
-        assert_eq!(t("object.spec.parallelism > 1 && object.spec.parallelism == 2"), Ok(true));
         assert_eq!(
-            t("object.spec.template.spec.containers.exists(c, has(c.securityContext) && has(c.securityContext.privileged) && c.securityContext.privileged)"),
+            t("size(object.metadata.labels.filter(k, k.startsWith('courier.dev/'))) == 1"),
             Ok(true)
         );
-        assert_eq!(t("object.spec.template.spec.containers.all(c, c.name != '')"), Ok(true));
-        assert_eq!(t("(has(object.spec.x) ? object.spec.x : {}) == {}"), Ok(true));
-        assert_eq!(t("'kube-system' in ['kube-system', 'kube-public']"), Ok(true));
-        assert!(t("object.spec.nope == 1").is_err(), "a missing field is an error");
+        assert_eq!(
+            t("object.spec.parallelism > 1 && object.spec.parallelism == 2"),
+            Ok(true)
+        );
+        assert_eq!(
+            t(
+                "object.spec.template.spec.containers.exists(c, has(c.securityContext) && has(c.securityContext.privileged) && c.securityContext.privileged)"
+            ),
+            Ok(true)
+        );
+        assert_eq!(
+            t("object.spec.template.spec.containers.all(c, c.name != '')"),
+            Ok(true)
+        );
+        assert_eq!(
+            t("(has(object.spec.x) ? object.spec.x : {}) == {}"),
+            Ok(true)
+        );
+        assert_eq!(
+            t("'kube-system' in ['kube-system', 'kube-public']"),
+            Ok(true)
+        );
+        assert!(
+            t("object.spec.nope == 1").is_err(),
+            "a missing field is an error"
+        );
         assert!(t("object.spec.parallelism").is_err(), "not a bool");
         assert!(compile("object.spec.(").is_err());
     }

@@ -44,7 +44,11 @@ pub fn evaluate(api: &Api, req: &Request) -> Result<Vec<String>, ApiError> {
     }
     let bindings = api
         .store
-        .list(&TableKey::new(GROUP, "validatingadmissionpolicybindings"), None, None)
+        .list(
+            &TableKey::new(GROUP, "validatingadmissionpolicybindings"),
+            None,
+            None,
+        )
         .items;
     if bindings.is_empty() {
         return Ok(Vec::new());
@@ -63,10 +67,17 @@ pub fn evaluate(api: &Api, req: &Request) -> Result<Vec<String>, ApiError> {
         };
         let policy = p.value();
         let spec = &policy["spec"];
-        if !matches(&spec["matchConstraints"], req, namespace_object.as_ref(), true) {
+        if !matches(
+            &spec["matchConstraints"],
+            req,
+            namespace_object.as_ref(),
+            true,
+        ) {
             continue;
         }
-        if let Some(m) = binding.pointer("/spec/matchResources").filter(|m| !m.is_null())
+        if let Some(m) = binding
+            .pointer("/spec/matchResources")
+            .filter(|m| !m.is_null())
             && !matches(m, req, namespace_object.as_ref(), false)
         {
             continue;
@@ -142,11 +153,7 @@ fn strings(v: &Value) -> Vec<&str> {
 
 /// `rules.Matcher.Matches`: operation, group, version, resource/subresource and scope.
 fn rule_matches(rule: &Value, req: &Request) -> bool {
-    let has = |key: &str, want: &str| {
-        strings(&rule[key])
-            .iter()
-            .any(|x| *x == "*" || *x == want)
-    };
+    let has = |key: &str, want: &str| strings(&rule[key]).iter().any(|x| *x == "*" || *x == want);
     let resource = strings(&rule["resources"]).iter().any(|r| {
         let (res, sub) = r.split_once('/').unwrap_or((r, ""));
         (res == "*" || res == req.info.plural) && (sub == "*" || sub == req.subresource)
@@ -189,16 +196,20 @@ fn matches(m: &Value, req: &Request, ns: Option<&Value>, need_rules: bool) -> bo
     }
     // The namespace selector: a namespaced object's namespace; a Namespace itself; other
     // cluster-scoped objects always match.
-    let ns_labels = if req.info.namespaced {
-        ns.and_then(|n| n.pointer("/metadata/labels"))
-    } else if req.info.group.is_empty() && req.info.plural == "namespaces" {
-        req.object.pointer("/metadata/labels")
+    let is_namespace = req.info.group.is_empty() && req.info.plural == "namespaces";
+    let ns_ok = if req.info.namespaced {
+        selector_matches(
+            m.get("namespaceSelector"),
+            ns.and_then(|n| n.pointer("/metadata/labels")),
+        )
+    } else if is_namespace {
+        selector_matches(
+            m.get("namespaceSelector"),
+            req.object.pointer("/metadata/labels"),
+        )
     } else {
-        None
+        true
     };
-    let ns_ok = (!req.info.namespaced
-        && !(req.info.group.is_empty() && req.info.plural == "namespaces"))
-        || selector_matches(m.get("namespaceSelector"), ns_labels);
     let obj_sel = m.get("objectSelector");
     let obj_ok = selector_matches(obj_sel, req.object.pointer("/metadata/labels"))
         || req
@@ -264,14 +275,16 @@ fn decide(spec: &Value, req: &Request, ns: Option<&Value>) -> Decision {
         .flatten()
     {
         let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
-        let expr = c.get("expression").and_then(Value::as_str).unwrap_or_default();
+        let expr = c
+            .get("expression")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         match cel::compile(expr).and_then(|p| cel::eval_bool(&p, &ctx)) {
             Ok(true) => {}
             Ok(false) => return Decision::Admit,
             Err(e) => {
-                condition_error.get_or_insert(format!(
-                    "failed to evaluate match condition {name:?}: {e}"
-                ));
+                condition_error
+                    .get_or_insert(format!("failed to evaluate match condition {name:?}: {e}"));
             }
         }
     }
@@ -287,7 +300,10 @@ fn decide(spec: &Value, req: &Request, ns: Option<&Value>) -> Decision {
         .flatten()
     {
         let name = v.get("name").and_then(Value::as_str).unwrap_or_default();
-        let expr = v.get("expression").and_then(Value::as_str).unwrap_or_default();
+        let expr = v
+            .get("expression")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if let Ok(value) = cel::compile(expr).and_then(|p| cel::eval_value(&p, &ctx)) {
             vars.insert(name.to_string(), value);
             ctx.add_variable_from_value("variables", vars.clone());
@@ -302,7 +318,10 @@ fn decide(spec: &Value, req: &Request, ns: Option<&Value>) -> Decision {
         .into_iter()
         .flatten()
     {
-        let expr = v.get("expression").and_then(Value::as_str).unwrap_or_default();
+        let expr = v
+            .get("expression")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         match cel::compile(expr).and_then(|p| cel::eval_bool(&p, &ctx)) {
             Ok(true) => {}
             Ok(false) => {

@@ -139,5 +139,10 @@ pub fn counts(api: &Api, table: &TableKey, ns: &str) -> bool {
         .list(&quotas(), Some(ns), None)
         .items
         .iter()
-        .any(|q| q.value().pointer("/spec/hard").and_then(|h| h.get(&name)).is_some())
+        .any(|q| {
+            q.value()
+                .pointer("/spec/hard")
+                .and_then(|h| h.get(&name))
+                .is_some()
+        })
 }

@@ -168,7 +168,10 @@ fn validate_rules(errs: &mut FieldErrors, parent: &str, m: &Value, need_rules: b
         {
             let at = index(&child(parent, key), i);
             for list in ["apiGroups", "apiVersions", "operations", "resources"] {
-                if r.get(list).and_then(Value::as_array).is_none_or(Vec::is_empty) {
+                if r.get(list)
+                    .and_then(Value::as_array)
+                    .is_none_or(Vec::is_empty)
+                {
                     errs.push(FieldError::required(child(&at, list), ""));
                 }
             }
@@ -249,7 +252,12 @@ fn validate_policy(obj: &Value) -> FieldErrors {
             &mut errs,
             &child(&at, "reason"),
             v.get("reason"),
-            &["Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"],
+            &[
+                "Unauthorized",
+                "Forbidden",
+                "Invalid",
+                "RequestEntityTooLarge",
+            ],
         );
     }
     for key in ["matchConditions", "variables"] {
@@ -261,7 +269,10 @@ fn validate_policy(obj: &Value) -> FieldErrors {
             .enumerate()
         {
             let at = index(&format!("spec.{key}"), i);
-            if v.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+            if v.get("name")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+            {
                 errs.push(FieldError::required(child(&at, "name"), ""));
             }
             expression(&mut errs, &child(&at, "expression"), v.get("expression"));

@@ -108,10 +108,7 @@ impl Strategy for ResourceQuotaStrategy {
 
     fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
         if let Some(m) = new.as_object_mut() {
-            m.insert(
-                "spec".into(),
-                old.get("spec").cloned().unwrap_or(json!({})),
-            );
+            m.insert("spec".into(), old.get("spec").cloned().unwrap_or(json!({})));
         }
     }
 }
