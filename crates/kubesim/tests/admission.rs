@@ -457,3 +457,57 @@ async fn an_object_count_quota_refuses_the_create_over_its_limit() {
         );
     }
 }
+
+/// Any served kind can be matched, and `namespaceObject` is the request's namespace.
+#[tokio::test]
+async fn policies_see_the_namespace_object_and_match_other_kinds() {
+    let sim = sim().await;
+    let admin = client_for(&sim.kubeconfig()).await;
+    namespace(&admin, "owned", json!({"team": "a"})).await;
+    namespace(&admin, "stray", json!({})).await;
+    let (code, body, _) = create(
+        &admin,
+        VAP,
+        json!({
+            "metadata": {"name": "team-namespaces"},
+            "spec": {
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                    "operations": ["CREATE"], "resources": ["configmaps"], "scope": "Namespaced"}]},
+                "validations": [{"expression": "namespaceObject.metadata.name == request.namespace && has(namespaceObject.metadata.labels) && 'team' in namespaceObject.metadata.labels",
+                                 "message": "the namespace has no team"}],
+            }
+        }),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    binding(
+        &admin,
+        "team-namespaces",
+        "team-namespaces",
+        json!(["Deny"]),
+        Value::Null,
+    )
+    .await;
+    let cm = |ns: &str| {
+        (
+            format!("/api/v1/namespaces/{ns}/configmaps"),
+            json!({"metadata": {"name": "c"}, "data": {"k": "v"}}),
+        )
+    };
+    let (path, body) = cm("owned");
+    assert_eq!(create(&admin, &path, body).await.0, 201);
+    let (path, body) = cm("stray");
+    let (code, body, _) = create(&admin, &path, body).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        "configmaps \"c\" is forbidden: ValidatingAdmissionPolicy 'team-namespaces' with binding 'team-namespaces' denied request: the namespace has no team"
+    );
+    // Jobs are not matched by this policy.
+    assert_eq!(
+        create(&admin, &jobs("stray"), job("j", 1, json!({})))
+            .await
+            .0,
+        201
+    );
+}
