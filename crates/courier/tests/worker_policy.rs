@@ -5,9 +5,8 @@
 //! kubesim evaluates the policy like the API server (matchConstraints, variables, CEL validations,
 //! `request.userInfo`), so what passes here is what the chart's expressions decide.
 //!
-//! Checked by breaking it: with the `mirror-finalizers` validation removed from admission.yaml the
-//! finalizer forgery is admitted; with `variables.courier ||` dropped from the label rules Courier's
-//! own mirror create is denied.
+//! Checked by breaking it: with the `mirror-finalizers` validation's expression replaced by `true`
+//! in admission.yaml, both finalizer forgeries are admitted and the first test fails.
 //!
 //! Python 3 with helm-python-sdk is required, as for charts.rs.
 

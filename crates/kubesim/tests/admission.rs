@@ -1,9 +1,8 @@
 //! Validating admission over HTTPS: ValidatingAdmissionPolicies with their bindings, and
 //! ResourceQuota object counts, answered with the real server's codes and Status bodies
 //! (`plugin/policy/validating/dispatcher.go`, `plugin/pkg/admission/resourcequota/controller.go`).
-//! Checked by breaking it: with `admission::admit` returning `Ok` at once every denial below is
-//! created instead; with `groups_of` not adding `system:serviceaccounts:<ns>` the status rule denies
-//! the job controller.
+//! Checked by breaking it: with `admission::admit` skipping the policies, the first two tests fail
+//! (the denials are created); with it skipping the quota check, the quota test fails.
 
 use http_body_util::BodyExt;
 use kube::config::{KubeConfigOptions, Kubeconfig};
