@@ -11,7 +11,7 @@
 //!
 //! Python 3 with helm-python-sdk is required (`.ci/run` installs it); without it these tests fail.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
@@ -22,6 +22,7 @@ use kubesim::kinds::ssar::{AccessAttributes, Rule, RuleSet};
 use serde_json::{Value, json};
 
 mod support;
+use support::vap::{Req, admit, policy};
 use support::{Rendered, render, repo, try_render};
 
 // ------------------------------------------------------------------------------- value sets
@@ -127,6 +128,7 @@ const KINDS: &[(&str, bool)] = &[
     ("ClusterRoleBinding", false),
     ("ValidatingAdmissionPolicy", false),
     ("ValidatingAdmissionPolicyBinding", false),
+    ("NetworkPolicy", true),
 ];
 
 fn kinds(r: &Rendered) -> Vec<&str> {
@@ -178,7 +180,9 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
             "Role",
             "RoleBinding",
             "Service",
-            "ServiceAccount"
+            "ServiceAccount",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
         ]
     );
     let mc = management_custom();
@@ -394,6 +398,7 @@ fn attrs(c: &ApiCall, namespace: &str) -> AccessAttributes {
         resource: c.resource.into(),
         subresource: c.subresource.into(),
         namespace: namespace.into(),
+        name: c.name.into(),
         ..Default::default()
     }
 }
@@ -444,6 +449,18 @@ fn check_rbac(r: &Rendered, target: Target, ns: &str, sa: &str, chart: &str) {
                 !allowed(c, "team-a") && !allowed(c, ""),
                 "{chart}: {} is granted beyond Courier's namespace",
                 describe(c)
+            );
+        }
+        if !c.name.is_empty() {
+            let other = AccessAttributes {
+                name: "someone-elses".into(),
+                ..attrs(c, namespaces[0])
+            };
+            assert!(
+                !rules.iter().any(|(rule, _)| rule.matches(&other)),
+                "{chart}: {} is granted on objects other than {} (resourceNames)",
+                describe(c),
+                c.name
             );
         }
     }
@@ -777,142 +794,6 @@ fn deployment_is_hardened_and_courier_run_accepts_its_arguments() {
 
 // ------------------------------------------------------------------------------- admission policy
 
-/// The ValidatingAdmissionPolicy as the API server would run it: its exact expressions, compiled by
-/// a CEL interpreter.
-struct Policy {
-    resources: Vec<String>,
-    operations: Vec<String>,
-    match_conditions: Vec<(String, cel::Program)>,
-    variables: Vec<(String, cel::Program)>,
-    validations: Vec<(String, cel::Program, String)>,
-}
-
-fn compile(expr: &str) -> cel::Program {
-    cel::Program::compile(expr).unwrap_or_else(|e| panic!("CEL does not compile: {expr}\n{e:?}"))
-}
-
-fn policy(r: &Rendered) -> Policy {
-    let vap = r.one("ValidatingAdmissionPolicy");
-    let binding = r.one("ValidatingAdmissionPolicyBinding");
-    assert_eq!(binding["spec"]["policyName"], vap["metadata"]["name"]);
-    assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
-    assert_eq!(vap["spec"]["failurePolicy"], "Fail");
-    let rules = vap["spec"]["matchConstraints"]["resourceRules"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(rules.len(), 1, "{rules:?}");
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.as_str().map(str::to_string))
-            .collect()
-    };
-    assert_eq!(strings(&rules[0]["apiGroups"]), ["batch"]);
-    let named = |key: &str| -> Vec<(String, cel::Program)> {
-        vap["spec"][key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|m| {
-                let expr = m["expression"].as_str().unwrap_or_default();
-                (
-                    m["name"].as_str().unwrap_or_default().to_string(),
-                    compile(expr),
-                )
-            })
-            .collect()
-    };
-    let validations = vap["spec"]["validations"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|v| {
-            let expr = v["expression"].as_str().unwrap_or_default().to_string();
-            let program = compile(&expr);
-            (
-                expr,
-                program,
-                v["message"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
-    Policy {
-        resources: strings(&rules[0]["resources"]),
-        operations: strings(&rules[0]["operations"]),
-        match_conditions: named("matchConditions"),
-        variables: named("variables"),
-        validations,
-    }
-}
-
-/// One admission request for a batch/v1 Job.
-struct Req<'a> {
-    user: &'a str,
-    operation: &'a str,
-    /// "" or "status".
-    subresource: &'a str,
-    old: Option<Value>,
-    new: Value,
-}
-
-fn as_bool(v: cel::ResolveResult, expr: &str) -> bool {
-    match v {
-        Ok(cel::Value::Bool(b)) => b,
-        other => panic!("`{expr}` did not evaluate to a bool: {other:?}"),
-    }
-}
-
-fn to_cel(v: &Value) -> cel::Value {
-    cel::to_value(v).unwrap_or_else(|e| panic!("{v} as CEL: {e}"))
-}
-
-/// `Ok(())` if admitted, `Err(message)` if denied.
-fn admit(p: &Policy, req: &Req) -> Result<(), String> {
-    let resource = if req.subresource.is_empty() {
-        "jobs".to_string()
-    } else {
-        format!("jobs/{}", req.subresource)
-    };
-    if !p.resources.contains(&resource) || !p.operations.iter().any(|o| o == req.operation) {
-        return Ok(()); // the policy does not match this request
-    }
-    let mut ctx = cel::Context::default();
-    ctx.add_variable_from_value(
-        "request",
-        to_cel(&json!({
-            "operation": req.operation,
-            "subResource": req.subresource,
-            "userInfo": {"username": req.user},
-        })),
-    );
-    ctx.add_variable_from_value("object", to_cel(&req.new));
-    ctx.add_variable_from_value(
-        "oldObject",
-        req.old.as_ref().map(to_cel).unwrap_or(cel::Value::Null),
-    );
-    for (name, program) in &p.match_conditions {
-        if !as_bool(program.execute(&ctx), name) {
-            return Ok(());
-        }
-    }
-    let mut vars: HashMap<String, cel::Value> = HashMap::new();
-    for (name, program) in &p.variables {
-        let v = program
-            .execute(&ctx)
-            .unwrap_or_else(|e| panic!("variable {name} failed: {e:?}"));
-        vars.insert(name.clone(), v);
-        ctx.add_variable_from_value("variables", vars.clone());
-    }
-    for (expr, program, message) in &p.validations {
-        if !as_bool(program.execute(&ctx), expr) {
-            return Err(message.clone());
-        }
-    }
-    Ok(())
-}
-
 fn job_with(labels: &[(&str, &str)], parallelism: i64) -> Value {
     let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
     let mut j = json!({
@@ -975,20 +856,8 @@ fn admission_policy_protects_mirrors_and_lets_the_cluster_run_them() {
     let mut annotated = mirror.clone();
     annotated["metadata"]["annotations"] = json!({"note": "mine"});
 
-    let update = |user, old: &Value, new: Value| Req {
-        user,
-        operation: "UPDATE",
-        subresource: "",
-        old: Some(old.clone()),
-        new,
-    };
-    let create = |user, new: Value| Req {
-        user,
-        operation: "CREATE",
-        subresource: "",
-        old: None,
-        new,
-    };
+    let create = Req::create;
+    let update = Req::update;
     #[rustfmt::skip]
     let cases: Vec<(&str, Req, bool)> = vec![
         ("a user creates an ordinary Job", create(ALICE, plain.clone()), true),
