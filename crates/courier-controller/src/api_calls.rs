@@ -53,6 +53,9 @@ pub struct ApiCall {
     pub verb: &'static str,
     pub scope: Scope,
     pub grant: Grant,
+    /// The one object the call may name (RBAC `resourceNames`); empty = any object. Never set on
+    /// create, list or watch: RBAC cannot restrict those by name.
+    pub name: &'static str,
     /// What the call is for (shown in docs and test failures).
     pub why: &'static str,
 }
@@ -74,6 +77,7 @@ const fn call(
         verb,
         scope,
         grant: Grant::Rbac,
+        name: "",
         why,
     }
 }
@@ -95,11 +99,18 @@ pub const MANAGEMENT_CALLS: &[ApiCall] = &[
     call(M, "courier.dev", "workerclusters", "", "watch", Cluster, "WorkerCluster registrations"),
     call(M, "courier.dev", "workerclusters", "", "patch", Cluster, "drain finalizer: added to every WorkerCluster, removed once a deleted one is drained"),
     call(M, "courier.dev", "workerclusters", "status", "patch", Cluster, "Ready condition, version, mirror count"),
-    call(M, "", "secrets", "", "list", OwnNamespace, "worker kubeconfig Secrets (initial list)"),
-    call(M, "", "secrets", "", "watch", OwnNamespace, "worker kubeconfig Secrets (rotation)"),
-    call(M, "coordination.k8s.io", "leases", "", "get", OwnNamespace, "leader election: read the Lease"),
+    call(M, "", "secrets", "", "list", OwnNamespace, "worker kubeconfig Secrets labelled courier.dev/kubeconfig=true (initial list)"),
+    call(M, "", "secrets", "", "watch", OwnNamespace, "worker kubeconfig Secrets labelled courier.dev/kubeconfig=true (rotation)"),
+    call(M, "", "secrets", "", "get", OwnNamespace, "a referenced Secret missing from the labelled cache: does it exist without the label?"),
+    ApiCall {
+        name: crate::DEFAULT_LEASE_NAME,
+        ..call(M, "coordination.k8s.io", "leases", "", "get", OwnNamespace, "leader election: read the Lease")
+    },
     call(M, "coordination.k8s.io", "leases", "", "create", OwnNamespace, "leader election: the first leader creates the Lease"),
-    call(M, "coordination.k8s.io", "leases", "", "update", OwnNamespace, "leader election: acquire, renew, release"),
+    ApiCall {
+        name: crate::DEFAULT_LEASE_NAME,
+        ..call(M, "coordination.k8s.io", "leases", "", "update", OwnNamespace, "leader election: acquire, renew, release")
+    },
     ApiCall {
         grant: Grant::RbacWithUi,
         ..call(M, "authentication.k8s.io", "tokenreviews", "", "create", Cluster,

@@ -28,6 +28,7 @@ fn fits(row: &ApiCall, target: Target, r: &RecordedRequest) -> bool {
         && row.group == a.group
         && row.resource == a.resource
         && row.subresource == a.subresource
+        && (row.name.is_empty() || row.name == a.name)
         && match row.scope {
             Scope::AnyNamespace => true,
             Scope::OwnNamespace => a.namespace == NS,

@@ -126,6 +126,7 @@ const KINDS: &[(&str, bool)] = &[
     ("ClusterRoleBinding", false),
     ("ValidatingAdmissionPolicy", false),
     ("ValidatingAdmissionPolicyBinding", false),
+    ("NetworkPolicy", true),
 ];
 
 fn kinds(r: &Rendered) -> Vec<&str> {
@@ -177,7 +178,9 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
             "Role",
             "RoleBinding",
             "Service",
-            "ServiceAccount"
+            "ServiceAccount",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
         ]
     );
     let mc = management_custom();
@@ -417,6 +420,7 @@ fn attrs(c: &ApiCall, namespace: &str) -> AccessAttributes {
         resource: c.resource.into(),
         subresource: c.subresource.into(),
         namespace: namespace.into(),
+        name: c.name.into(),
         ..Default::default()
     }
 }
@@ -467,6 +471,18 @@ fn check_rbac(r: &Rendered, target: Target, ns: &str, sa: &str, chart: &str) {
                 !allowed(c, "team-a") && !allowed(c, ""),
                 "{chart}: {} is granted beyond Courier's namespace",
                 describe(c)
+            );
+        }
+        if !c.name.is_empty() {
+            let other = AccessAttributes {
+                name: "someone-elses".into(),
+                ..attrs(c, namespaces[0])
+            };
+            assert!(
+                !rules.iter().any(|(rule, _)| rule.matches(&other)),
+                "{chart}: {} is granted on objects other than {} (resourceNames)",
+                describe(c),
+                c.name
             );
         }
     }

@@ -9,7 +9,7 @@ use courier_api::reasons::{
     EVENT_NO_ELIGIBLE_CLUSTER, EVENT_REDISPATCHED, JOB_REASON_DISPATCH_FAILED,
     REASON_CLUSTER_REMOVED, REASON_MIRROR_REJECTED, REASON_NO_ELIGIBLE_CLUSTER,
 };
-use courier_api::{ANNOTATION_SPEC_HASH, ANNOTATION_TEMPLATE_HASH};
+use courier_api::{ANNOTATION_CLUSTER_SELECTOR, ANNOTATION_SPEC_HASH, ANNOTATION_TEMPLATE_HASH};
 
 use super::plan::Plan;
 use super::{Action, EventType, MirrorObservation, MirrorView, Wait, add, human, until_duration};
@@ -241,8 +241,18 @@ impl<'a> Plan<'a> {
             exclude.entry(cluster).or_insert(why);
         }
         let selector = self.origin().cluster_selector();
-        let chosen =
-            choose_cluster(self.input.clusters, selector, &exclude).map(|c| c.name.clone());
+        let too_long = self
+            .origin()
+            .oversized
+            .iter()
+            .any(|k| k == ANNOTATION_CLUSTER_SELECTOR);
+        let chosen = if too_long {
+            Err(NoEligibleCluster::SelectorTooLong {
+                max: super::view::MAX_ORIGIN_VALUE,
+            })
+        } else {
+            choose_cluster(self.input.clusters, selector, &exclude).map(|c| c.name.clone())
+        };
         let cluster = match chosen {
             Ok(cluster) => cluster,
             Err(e) => return self.unplaceable(&cause, &e),
