@@ -43,21 +43,7 @@ impl Server {
             sim.add_token(token, user, RuleSet::allow_all());
         }
         let admin = client(&sim, "admin").await;
-        for (kind, plural) in [
-            ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
-            (
-                "ValidatingAdmissionPolicyBinding",
-                "validatingadmissionpolicybindings",
-            ),
-        ] {
-            let api: Api<DynamicObject> = Api::all_with(
-                admin.clone(),
-                &ar("admissionregistration.k8s.io", kind, plural),
-            );
-            api.create(&PostParams::default(), &obj(chart.one(kind).clone()))
-                .await
-                .unwrap_or_else(|e| panic!("kubesim refused the chart's {kind}: {e}"));
-        }
+        install_policy(&admin, chart).await;
         for ns in namespaces {
             namespaces_api(&admin)
                 .create(
@@ -80,6 +66,25 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.sim.shutdown();
+    }
+}
+
+/// Creates `chart`'s ValidatingAdmissionPolicy and its binding as `admin`.
+pub async fn install_policy(admin: &Client, chart: &Rendered) {
+    for (kind, plural) in [
+        ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+    ] {
+        let api: Api<DynamicObject> = Api::all_with(
+            admin.clone(),
+            &ar("admissionregistration.k8s.io", kind, plural),
+        );
+        api.create(&PostParams::default(), &obj(chart.one(kind).clone()))
+            .await
+            .unwrap_or_else(|e| panic!("kubesim refused the chart's {kind}: {e}"));
     }
 }
 
