@@ -10,25 +10,22 @@
 //!
 //! Python 3 with helm-python-sdk is required, as for charts.rs.
 
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::Client;
+use kube::api::DeleteParams;
+use kubesim::Role;
 use kubesim::kinds::ssar::RuleSet;
-use kubesim::{Role, Sim, SimOptions};
 use serde_json::{Value, json};
 
 mod support;
+use support::apiserver::{Server, TEAM, Verdicts, create, jobs, outcome, patch, patch_status};
 use support::{Rendered, render};
 
 const NS: &str = "courier-system";
-const TEAM: &str = "team-a";
 const COURIER: &str = "system:serviceaccount:courier-system:courier-dispatcher";
 
 /// A worker with the chart's policy installed, and a client per identity.
 struct Worker {
-    sim: Sim,
+    server: Server,
     admin: Client,
     courier: Client,
     alice: Client,
@@ -36,88 +33,27 @@ struct Worker {
     gc: Client,
 }
 
-async fn client(kubeconfig: &str) -> Client {
-    let kc = Kubeconfig::from_yaml(kubeconfig).unwrap_or_else(|e| panic!("{e}"));
-    let mut cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    cfg.default_retry = false;
-    Client::try_from(cfg).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn ar(group: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural)
-}
-
-fn obj(v: Value) -> DynamicObject {
-    serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
-}
-
 impl Worker {
     async fn start(chart: &Rendered) -> Worker {
-        let sim = Sim::start(SimOptions {
-            role: Role::ApiServer,
-            ..Default::default()
-        })
-        .await
-        .unwrap_or_else(|e| panic!("kubesim: {e}"));
-        for (token, user) in [
+        let users = [
             ("courier", COURIER),
             ("alice", "alice"),
-            ("admin", "kubernetes-admin"),
             ("jc", "system:serviceaccount:kube-system:job-controller"),
             (
                 "gc",
                 "system:serviceaccount:kube-system:generic-garbage-collector",
             ),
-        ] {
-            sim.add_token(token, user, RuleSet::allow_all());
-        }
-        let admin = client(&sim.kubeconfig_for("admin")).await;
-        for (kind, plural) in [
-            ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
-            (
-                "ValidatingAdmissionPolicyBinding",
-                "validatingadmissionpolicybindings",
-            ),
-        ] {
-            let api: Api<DynamicObject> = Api::all_with(
-                admin.clone(),
-                &ar("admissionregistration.k8s.io", kind, plural),
-            );
-            api.create(&PostParams::default(), &obj(chart.one(kind).clone()))
-                .await
-                .unwrap_or_else(|e| panic!("kubesim refused the chart's {kind}: {e}"));
-        }
-        let nss: Api<DynamicObject> =
-            Api::all_with(admin.clone(), &ar("", "Namespace", "namespaces"));
-        for ns in [TEAM, "gpu"] {
-            nss.create(
-                &PostParams::default(),
-                &obj(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        }
+        ];
+        let server = Server::start(chart, Role::ApiServer, &users, &[TEAM, "gpu"]).await;
         Worker {
-            courier: client(&sim.kubeconfig_for("courier")).await,
-            alice: client(&sim.kubeconfig_for("alice")).await,
-            job_controller: client(&sim.kubeconfig_for("jc")).await,
-            gc: client(&sim.kubeconfig_for("gc")).await,
-            admin,
-            sim,
+            courier: server.client("courier").await,
+            alice: server.client("alice").await,
+            job_controller: server.client("jc").await,
+            gc: server.client("gc").await,
+            admin: server.admin.clone(),
+            server,
         }
     }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        self.sim.shutdown();
-    }
-}
-
-fn jobs(c: &Client, ns: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(c.clone(), ns, &ar("batch", "Job", "jobs"))
 }
 
 const MIRROR_LABELS: &[(&str, &str)] = &[
@@ -145,64 +81,6 @@ fn job(name: &str, labels: &[(&str, &str)]) -> Value {
 
 fn mirror(name: &str) -> Value {
     job(name, MIRROR_LABELS)
-}
-
-/// `Ok` when admitted, else the API error's code and message.
-type Outcome = Result<(), (u16, String)>;
-
-fn outcome<T>(r: Result<T, kube::Error>) -> Outcome {
-    match r {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) => Err((s.code, s.message)),
-        Err(e) => panic!("not an API answer: {e}"),
-    }
-}
-
-async fn create(c: &Client, ns: &str, j: Value) -> Outcome {
-    outcome(jobs(c, ns).create(&PostParams::default(), &obj(j)).await)
-}
-
-async fn patch(c: &Client, name: &str, p: Value) -> Outcome {
-    outcome(
-        jobs(c, TEAM)
-            .patch(name, &PatchParams::default(), &Patch::Merge(p))
-            .await,
-    )
-}
-
-async fn patch_status(c: &Client, name: &str, p: Value) -> Outcome {
-    outcome(
-        jobs(c, TEAM)
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(p))
-            .await,
-    )
-}
-
-/// Collects wrong decisions instead of stopping at the first.
-#[derive(Default)]
-struct Verdicts(Vec<String>);
-
-impl Verdicts {
-    /// `want`: `None` = admitted, `Some(fragment)` = a 403 whose message contains it.
-    fn check(&mut self, what: &str, got: Outcome, want: Option<&str>) {
-        let ok = match (&got, want) {
-            (Ok(()), None) => true,
-            (Err((403, m)), Some(f)) => m.contains(f),
-            _ => false,
-        };
-        if !ok {
-            self.0
-                .push(format!("{what}: expected {want:?}, got {got:?}"));
-        }
-    }
-
-    fn assert_all_right(self) {
-        assert!(
-            self.0.is_empty(),
-            "the worker policy decided wrongly:\n  {}",
-            self.0.join("\n  ")
-        );
-    }
 }
 
 const LABELS: &str = "rule courier-labels";
@@ -544,8 +422,8 @@ async fn the_exemption_follows_the_charts_account_and_extra_users() {
         ("eu", "system:serviceaccount:batch-ops:dispatcher-eu"),
         ("extra", extra),
     ] {
-        w.sim.add_token(token, user, RuleSet::allow_all());
-        let c = client(&w.sim.kubeconfig_for(token)).await;
+        w.server.sim.add_token(token, user, RuleSet::allow_all());
+        let c = w.server.client(token).await;
         assert_eq!(
             create(&c, TEAM, mirror(token)).await,
             Ok(()),

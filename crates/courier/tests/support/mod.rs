@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-pub mod vap;
+pub mod apiserver;
 
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
