@@ -512,10 +512,12 @@ mod tests {
         /// with weight 2 and 1 mirror lost to one with weight 1 and none.
         #[test]
         fn choice_follows_the_documented_rule(
+            // Weighted so that most cases have several eligible clusters to choose among.
             specs in proptest::collection::vec(
-                (0u32..4, 0u32..10, any::<bool>(), any::<bool>(), any::<bool>(),
-                 any::<bool>(), any::<bool>(), any::<bool>()), 1..8),
-            excluded_mask in proptest::collection::vec(any::<bool>(), 8),
+                (0u32..4, 0u32..10, proptest::bool::weighted(0.15), proptest::bool::weighted(0.85),
+                 proptest::bool::weighted(0.8), proptest::bool::weighted(0.2),
+                 any::<bool>(), any::<bool>()), 1..8),
+            excluded_mask in proptest::collection::vec(proptest::bool::weighted(0.15), 8),
         ) {
             let clusters: Vec<ClusterView> = specs.iter().enumerate().map(
                 |(i, &(w, m, paused, ready, eu, degraded, draining, duplicate))| {

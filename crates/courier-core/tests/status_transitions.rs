@@ -235,8 +235,9 @@ fn outcome(status: &Value) -> Value {
 /// origin ends exactly as the worker's Job ended: the same terminal condition with the same reason
 /// and transition time, the same counters, start and completion times, and index sets.
 ///
-/// Seen failing: with `translate_status` taking `completionTime` from `now` instead of the
-/// mirror, and with the terminal reason replaced by a generic one, on every finished trace.
+/// Seen failing: with the finishing step taking `completionTime` from `now` instead of the
+/// mirror (`status::finish_fields`), on the first finished trace; every other test in this file
+/// passed with that break.
 #[test]
 fn recorded_traces_end_as_recorded() {
     for trace in traces() {
