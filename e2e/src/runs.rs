@@ -160,10 +160,9 @@ impl Ledger {
                 }
             }
             let moved: BTreeSet<&str> = epochs.keys().copied().filter(|e| *e != "1").collect();
-            let explained = events.get(uid).is_some_and(|rs| {
-                rs.iter()
-                    .any(|r| REPLACEMENT_REASONS.contains(&r.as_str()))
-            });
+            let explained = events
+                .get(uid)
+                .is_some_and(|rs| rs.iter().any(|r| REPLACEMENT_REASONS.contains(&r.as_str())));
             if !moved.is_empty() && !explained {
                 problems.push(format!(
                     "{name}: mirrors of epochs {moved:?} without a {REPLACEMENT_REASONS:?} Event \
@@ -175,7 +174,11 @@ impl Ledger {
             let want = expected_starts(o);
             match runs.len() {
                 1 => {
-                    let (run, n) = runs.iter().next().map(|(r, n)| (r.clone(), *n)).unwrap_or_default();
+                    let (run, n) = runs
+                        .iter()
+                        .next()
+                        .map(|(r, n)| (r.clone(), *n))
+                        .unwrap_or_default();
                     if n != want {
                         problems.push(format!(
                             "{name}: {n} pod starts in its run {run:?}, the Job needs {want}"
@@ -266,7 +269,9 @@ mod tests {
     fn check(l: &Ledger, events: &[(&str, &str)]) -> Result<usize, String> {
         let mut ev: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (uid, reason) in events {
-            ev.entry(uid.to_string()).or_default().push(reason.to_string());
+            ev.entry(uid.to_string())
+                .or_default()
+                .push(reason.to_string());
         }
         l.check_once(&[origin("a", "u1")], &ev, &|_| 1)
             .map_err(|e| e.to_string())
@@ -305,7 +310,11 @@ mod tests {
         );
         assert!(check(&twice, &[]).unwrap_err().contains("created 2 times"));
         let none = ledger(vec![], vec![create("w1", "u1", "1")]);
-        assert!(check(&none, &[]).unwrap_err().contains("no pod ever started"));
+        assert!(
+            check(&none, &[])
+                .unwrap_err()
+                .contains("no pod ever started")
+        );
         let extra = ledger(
             vec![start("w1", "u1", "1"), start("w1", "u1", "1")],
             vec![create("w1", "u1", "1")],

@@ -84,7 +84,10 @@ async fn bench_reports_every_figure() -> anyhow::Result<()> {
     // These three are differences taken with saturating subtraction, so ">= 0" could never fail;
     // check what they must be instead. Dispatching and following 20 Jobs costs CPU time.
     let cpu = number(&r, "/courier/cost/cpu_seconds")?;
-    ensure!(cpu > 0.0, "cpu_seconds {cpu}: no CPU time measured in {r:#}");
+    ensure!(
+        cpu > 0.0,
+        "cpu_seconds {cpu}: no CPU time measured in {r:#}"
+    );
     let per_1000 = number(&r, "/courier/cost/cpu_seconds_per_1000_jobs")?;
     ensure!(
         (per_1000 - cpu * 1000.0 / 20.0).abs() < 1e-6,

@@ -364,8 +364,14 @@ async fn blackholed_or_slow_worker_does_not_slow_the_others() -> anyhow::Result<
             "only {} Jobs reached the healthy workers",
             slow.len()
         );
-        ensure!(s50 <= b50 * 2 + slack, "slow worker: p50 {s50:?} > 2 x {b50:?}");
-        ensure!(s95 <= b95 * 2 + slack, "slow worker: p95 {s95:?} > 2 x {b95:?}");
+        ensure!(
+            s50 <= b50 * 2 + slack,
+            "slow worker: p50 {s50:?} > 2 x {b50:?}"
+        );
+        ensure!(
+            s95 <= b95 * 2 + slack,
+            "slow worker: p95 {s95:?} > 2 x {b95:?}"
+        );
         env.workers[2].clear_faults().await?;
         Ok(())
     }

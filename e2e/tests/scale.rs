@@ -5,9 +5,10 @@
 //! worker (`courier_e2e::runs`, from the workers' own logs, so a duplicate that the garbage
 //! collector later removed still counts).
 //!
-//! Seen failing: with the controller's create made non-idempotent (a second mirror of the same
-//! origin created under another name on the other worker after a restart), `kill9_while_dispatching`
-//! reports "ran 2 times" although `check_mirrors` still passes once the copy is collected.
+//! The run-once check itself is seen failing on a second run whose mirror was already collected
+//! (`courier_e2e::runs` unit tests). To see these tests fail on the controller: make a restarted
+//! controller create a second mirror of an already placed origin (e.g. skip the AlreadyExists
+//! adoption in the create path); not yet run on such a build.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -390,7 +390,8 @@ mod tests {
     /// twice (once, then once more after `done`), and never to two workers at once. (The test this
     /// replaces collected keys into a set, so a key handed to two workers at once went unseen.)
     ///
-    /// Seen failing: with `next` not marking the key as processing, "key 7 held by two workers".
+    /// To see it fail: do not insert the key into `processing` in `next`; a key re-added while
+    /// held is then handed to a second worker.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn many_workers_never_hold_one_key_at_once() {
         use std::sync::Arc;
@@ -436,7 +437,10 @@ mod tests {
             let _ = t.await;
         }
         let overlaps = overlaps.lock_or_recover().clone();
-        assert!(overlaps.is_empty(), "keys held by two workers: {overlaps:?}");
+        assert!(
+            overlaps.is_empty(),
+            "keys held by two workers: {overlaps:?}"
+        );
         let handed = handed.lock_or_recover().clone();
         assert_eq!(handed.len(), 100, "keys never handed out");
         let wrong: Vec<_> = handed.iter().filter(|(_, n)| **n != 2).collect();

@@ -508,8 +508,9 @@ mod tests {
         /// code under test), and does not depend on the order clusters are listed in; when there is
         /// none, every cluster is listed with a reason.
         ///
-        /// Seen failing: with `better` comparing `mirrors / weight` (without the + 1), a cluster
-        /// with weight 2 and 1 mirror lost to one with weight 1 and none.
+        /// Seen failing: with `better` comparing `mirrors / weight` (without the + 1); the old
+        /// property test, which reused `better`, passed with that break (its generator also rarely
+        /// made two clusters eligible at once).
         #[test]
         fn choice_follows_the_documented_rule(
             // Weighted so that most cases have several eligible clusters to choose among.

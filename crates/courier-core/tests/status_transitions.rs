@@ -206,9 +206,8 @@ fn recorded_traces_in_order() {
 /// `active`/`ready`/`terminating` of 0 count as absent).
 fn outcome(status: &Value) -> Value {
     let terminal = status["conditions"].as_array().and_then(|cs| {
-        cs.iter().find(|c| {
-            (c["type"] == "Complete" || c["type"] == "Failed") && c["status"] == "True"
-        })
+        cs.iter()
+            .find(|c| (c["type"] == "Complete" || c["type"] == "Failed") && c["status"] == "True")
     });
     let zero_is_none = |k: &str| match status.get(k) {
         Some(v) if v != &json!(0) => v.clone(),

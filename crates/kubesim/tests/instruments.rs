@@ -173,8 +173,8 @@ async fn pod_starts_creates_and_writes_by_user() {
 }
 
 /// Injected faults are recorded too, keyed like the request they stood in for, so a test can pair a
-/// 429 with the client's retry and measure the spacing (seen failing: before, a faulted request
-/// never reached the recorder and the log showed only the retry).
+/// 429 with the client's retry and measure the spacing (without `record_injected` the log holds
+/// only the successful create and the first assertion fails).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn injected_faults_are_recorded_with_the_request_they_answered() {
     let sim = Sim::start(SimOptions {
@@ -224,6 +224,9 @@ async fn injected_faults_are_recorded_with_the_request_they_answered() {
         (Some("alice"), Some("jobs"), Some("default"), Some(429))
     );
     assert_eq!(first["fault"], json!({"code": 429, "retryAfterSeconds": 3}));
-    assert_eq!((last["code"].as_u64(), last.get("fault")), (Some(201), None));
+    assert_eq!(
+        (last["code"].as_u64(), last.get("fault")),
+        (Some(201), None)
+    );
     sim.shutdown();
 }
