@@ -431,7 +431,8 @@ async fn faults_on_a_worker_and_the_management_cluster() -> anyhow::Result<()> {
             create_through_faults(&env, job(&format!("f-{i:02}"), &[("sim/run-seconds", "2")]))
                 .await?;
         }
-        let done = wait_all_finished(&env, NS, N, Duration::from_secs(90), complete).await;
+        // Generous: a watch failed by an injected 500 backs off up to a minute before it relists.
+        let done = wait_all_finished(&env, NS, N, Duration::from_secs(150), complete).await;
         env.mgmt.clear_faults().await?;
         env.workers[0].clear_faults().await?;
         done?;
