@@ -7,6 +7,7 @@
 //! - [`Env`]: management + workers (registered with `courier cluster add`) + `courier run`.
 //! - [`wait_for`]: polling with a timeout that reports the last state seen.
 //! - [`job`]: Job manifests with kubesim's `sim/*` pod behaviour annotations.
+//! - [`runs`]: "run once" over a whole run, from every worker's pod-start and create logs.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -28,6 +29,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub mod runs;
+pub use runs::{Ledger, check_each_ran_once};
 
 /// The origin id the e2e controller runs with.
 pub const ORIGIN: &str = "courier";
@@ -440,6 +444,9 @@ pub struct EnvOptions {
     /// Run alone: no other Env of this test binary exists meanwhile (timing measurements, heavy
     /// load). Other tests of the binary wait for it, and it waits for them.
     pub exclusive: bool,
+    /// The controller's log filter (`COURIER_LOG`) for this Env; default `$COURIER_E2E_LOG` or
+    /// `info`. Tests that check what the log must never contain set `trace`.
+    pub log_filter: Option<String>,
 }
 
 impl Default for EnvOptions {
@@ -453,6 +460,7 @@ impl Default for EnvOptions {
             start_controller: true,
             register_workers: true,
             exclusive: false,
+            log_filter: None,
         }
     }
 }
@@ -467,6 +475,7 @@ pub struct Env {
     pub worker_clients: Vec<Client>,
     pub metrics_port: u16,
     controller_args: Vec<String>,
+    log_filter: String,
     controller_starts: u32,
     keep: bool,
     _turn: Turn,
@@ -488,6 +497,11 @@ async fn take_turn(exclusive: bool) -> Turn {
     } else {
         Turn::Shared(lock.read_owned().await)
     }
+}
+
+/// `$COURIER_E2E_LOG`, else `info`.
+fn default_log_filter() -> String {
+    std::env::var("COURIER_E2E_LOG").unwrap_or_else(|_| "info".into())
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released).
@@ -524,6 +538,7 @@ impl Env {
             worker_clients,
             metrics_port: free_port()?,
             controller_args: opts.controller_args.clone(),
+            log_filter: opts.log_filter.clone().unwrap_or_else(default_log_filter),
             controller_starts: 0,
             keep: true,
             _turn: turn,
@@ -623,12 +638,13 @@ impl Env {
             .arg(&self.mgmt.kubeconfig)
             .arg("--metrics-addr")
             .arg(format!("127.0.0.1:{}", self.metrics_port))
-            .args(["--gc-interval", "2s", "--origin", ORIGIN])
+            .args(["--origin", ORIGIN])
             .args(&self.controller_args)
-            .env(
-                "COURIER_LOG",
-                std::env::var("COURIER_E2E_LOG").unwrap_or_else(|_| "info".into()),
-            );
+            .env("COURIER_LOG", &self.log_filter);
+        // A short sweep interval unless the test chose one (`1h` = the garbage collector off).
+        if !self.controller_args.iter().any(|a| a == "--gc-interval") {
+            cmd.args(["--gc-interval", "2s"]);
+        }
         let log = self.dir.join("controller.log");
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
@@ -678,10 +694,7 @@ impl Env {
             ])
             .args(["--identity", identity])
             .args(extra)
-            .env(
-                "COURIER_LOG",
-                std::env::var("COURIER_E2E_LOG").unwrap_or_else(|_| "info".into()),
-            );
+            .env("COURIER_LOG", &self.log_filter);
         Proc::spawn(
             &format!("courier run ({identity})"),
             cmd,

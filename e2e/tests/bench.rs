@@ -81,13 +81,32 @@ async fn bench_reports_every_figure() -> anyhow::Result<()> {
         number(&r, "/courier/end_to_end_seconds")? >= number(&r, "/courier/dispatch_seconds")?,
         "{r:#}"
     );
-    for path in [
-        "/courier/cost/cpu_seconds",
-        "/courier/cost/rss_per_tracked_job_bytes",
-        "/clusters/idle_cpu_percent",
-    ] {
-        ensure!(number(&r, path)? >= 0.0, "{path} is negative in {r:#}");
-    }
+    // These three are differences taken with saturating subtraction, so ">= 0" could never fail;
+    // check what they must be instead. Dispatching and following 20 Jobs costs CPU time.
+    let cpu = number(&r, "/courier/cost/cpu_seconds")?;
+    ensure!(
+        cpu > 0.0,
+        "cpu_seconds {cpu}: no CPU time measured in {r:#}"
+    );
+    let per_1000 = number(&r, "/courier/cost/cpu_seconds_per_1000_jobs")?;
+    ensure!(
+        (per_1000 - cpu * 1000.0 / 20.0).abs() < 1e-6,
+        "cpu_seconds_per_1000_jobs {per_1000} is not cpu_seconds {cpu} per 1000 of 20 Jobs"
+    );
+    // What the tracked Jobs added at rest cannot exceed the process's peak.
+    let per_job = number(&r, "/courier/cost/rss_per_tracked_job_bytes")?;
+    let peak = number(&r, "/courier/cost/peak_rss_bytes")?;
+    ensure!(
+        per_job * 20.0 <= peak,
+        "rss_per_tracked_job_bytes {per_job} x 20 Jobs exceeds the peak RSS {peak}"
+    );
+    // A percentage of one core, measured on this machine: at most all of its cores.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+    let idle = number(&r, "/clusters/idle_cpu_percent")?;
+    ensure!(
+        idle.is_finite() && idle <= 100.0 * cores,
+        "idle_cpu_percent {idle} on {cores} cores"
+    );
     Ok(())
 }
 

@@ -50,6 +50,43 @@ async fn current_mirror(env: &Env, origin: &Job) -> anyhow::Result<Job> {
     Ok(m)
 }
 
+/// What a user reads off a finished Job's status: the terminal condition (type, reason, transition
+/// time), the interim one, counters, start/completion times and index sets. Zero counters count
+/// as absent.
+fn outcome(j: &Job) -> serde_json::Value {
+    let s = serde_json::to_value(j.status.clone().unwrap_or_default()).unwrap_or_default();
+    let cond = |types: &[&str]| {
+        s["conditions"].as_array().and_then(|cs| {
+            cs.iter()
+                .find(|c| {
+                    types.contains(&c["type"].as_str().unwrap_or("")) && c["status"] == "True"
+                })
+                .map(|c| json!([c["type"], c["reason"], c["lastTransitionTime"]]))
+        })
+    };
+    let count = |k: &str| match s.get(k) {
+        Some(v) if v != &json!(0) => v.clone(),
+        _ => serde_json::Value::Null,
+    };
+    json!({
+        "terminal": cond(&["Complete", "Failed"]),
+        "interim": cond(&["SuccessCriteriaMet", "FailureTarget"]),
+        "succeeded": count("succeeded"), "failed": count("failed"), "active": count("active"),
+        "ready": count("ready"), "terminating": count("terminating"),
+        "startTime": s.get("startTime"), "completionTime": s.get("completionTime"),
+        "completedIndexes": s.get("completedIndexes"), "failedIndexes": s.get("failedIndexes"),
+    })
+}
+
+/// The finished origin reads exactly as its finished mirror does (issue #12 §5: times equal, not
+/// merely present; counters exact).
+async fn ends_as_its_mirror(env: &Env, origin: &Job) -> anyhow::Result<()> {
+    let m = current_mirror(env, origin).await?;
+    let (o, w) = (outcome(origin), outcome(&m));
+    ensure!(o == w, "the origin ended\n  {o}\nbut its mirror\n  {w}");
+    Ok(())
+}
+
 /// A plain Job: dispatched with epoch 1, runs on one worker, Complete with both completions; the
 /// mirror carries the ownership labels and no managedBy/TTL; CLI views and endpoints agree; the
 /// controller stops cleanly on SIGTERM.
@@ -114,6 +151,7 @@ async fn success_body(env: &Env) -> anyhow::Result<()> {
         "mirror carries a TTL"
     );
     ensure!(finished(&m) == Some("Complete"));
+    ends_as_its_mirror(env, &done).await?;
     let msg = env.wait_event(NS, "hello", "Dispatched", T).await?;
     ensure!(
         msg.contains(&cluster),
@@ -186,7 +224,7 @@ async fn indexed_with_success_policy() -> anyhow::Result<()> {
             st.completed_indexes
         );
         ensure!(st.active.unwrap_or(0) == 0);
-        current_mirror(&env, &done).await?;
+        ends_as_its_mirror(&env, &done).await?;
         Ok(())
     }
     .await;
@@ -219,6 +257,7 @@ async fn failure_by_backoff_limit() -> anyhow::Result<()> {
             "{}",
             summary(&done)
         );
+        ends_as_its_mirror(&env, &done).await?;
         // Terminal is final: nothing happens to it afterwards (a negative check, so it has to wait;
         // a GC sweep (2s) and a resync run in this window).
         tokio::time::sleep(Duration::from_secs(4)).await;
@@ -341,10 +380,24 @@ async fn parallelism_change() -> anyhow::Result<()> {
 }
 
 /// Deleting the origin mid-run deletes the mirror (and nothing is left on the worker), then the
-/// finalizer goes and the origin is gone.
+/// finalizer goes and the origin is gone. The controller's garbage collector is off
+/// (`--gc-interval 1h`: it sweeps once at start), so only the finalizer path can remove the mirror,
+/// and the two servers' request logs show the order: the mirror's DELETE on the worker was answered
+/// before the write that released the origin's finalizer.
+///
+/// To see it fail: in `courier_core::reconcile::paths::delete_everything` skip the current
+/// mirror's delete (or make it a side action, so the release does not wait for it); with the
+/// garbage collector off the mirror outlives the origin (not yet run on such a build).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_origin_mid_run() -> anyhow::Result<()> {
-    let mut env = env("delete-origin").await?;
+    let mut env = Env::start(
+        "delete-origin",
+        EnvOptions {
+            controller_args: vec!["--gc-interval".into(), "1h".into()],
+            ..Default::default()
+        },
+    )
+    .await?;
     let r = async {
         let created = env
             .create_job(NS, job("doomed", &[("sim/outcome", "hang")]))
@@ -355,6 +408,9 @@ async fn delete_origin_mid_run() -> anyhow::Result<()> {
             .await?;
         let (cluster, _) = placement(&running).context("no placement")?;
         current_mirror(&env, &running).await?;
+        let worker = &env.workers[env.worker_index(&cluster)?];
+        worker.admin("POST", "/record/start", None).await?;
+        env.mgmt.admin("POST", "/record/start", None).await?;
         env.delete_job(NS, "doomed").await?;
         let jobs = env.jobs(NS);
         wait_for("origin gone", T, || {
@@ -370,11 +426,35 @@ async fn delete_origin_mid_run() -> anyhow::Result<()> {
             }
         })
         .await?;
-        wait_for("no mirror and no Job left on the workers", T, || {
-            let uid = uid.clone();
+        // No waiting: the mirror must already be gone when the origin is.
+        let left = env.mirrors_of(&uid).await?;
+        ensure!(
+            left.is_empty(),
+            "the origin's finalizer was released while its mirror still exists on {cluster}"
+        );
+        let mirror_deleted = request_time(&worker.recorded().await?, "delete", "doomed")
+            .with_context(|| format!("no answered DELETE of the mirror on {cluster}"))?;
+        let released = env
+            .mgmt
+            .recorded()
+            .await?
+            .iter()
+            .filter(|r| {
+                matches!(r["verb"].as_str(), Some("patch" | "update"))
+                    && r["resource"] == "jobs"
+                    && r["subresource"] == ""
+                    && r["name"] == "doomed"
+            })
+            .filter_map(|r| r["time"].as_str().map(str::to_string))
+            .next_back()
+            .context("no write on the origin after its deletion (the finalizer release)")?;
+        ensure!(
+            mirror_deleted < released,
+            "the finalizer was released at {released}, before the mirror's DELETE at {mirror_deleted}"
+        );
+        wait_for("no Job left on the workers", T, || {
             let env = &env;
             async move {
-                let mine = env.mirrors_of(&uid).await.map_err(|e| e.to_string())?;
                 let mut left = Vec::new();
                 for i in 0..env.workers.len() {
                     let all = env
@@ -384,10 +464,10 @@ async fn delete_origin_mid_run() -> anyhow::Result<()> {
                         .map_err(|e| e.to_string())?;
                     left.extend(all.items.into_iter().filter_map(|j| j.metadata.name));
                 }
-                if mine.is_empty() && left.is_empty() {
+                if left.is_empty() {
                     Ok(())
                 } else {
-                    Err(format!("mirrors {} jobs {left:?}", mine.len()))
+                    Err(format!("jobs {left:?}"))
                 }
             }
         })
@@ -397,6 +477,19 @@ async fn delete_origin_mid_run() -> anyhow::Result<()> {
     }
     .await;
     env.finish(r)
+}
+
+/// When a recorded, successful (2xx) `verb` on the Job `name` was answered.
+fn request_time(records: &[serde_json::Value], verb: &str, name: &str) -> Option<String> {
+    records
+        .iter()
+        .find(|r| {
+            r["verb"] == verb
+                && r["resource"] == "jobs"
+                && r["name"] == name
+                && r["code"].as_u64().is_some_and(|c| (200..300).contains(&c))
+        })
+        .and_then(|r| r["time"].as_str().map(str::to_string))
 }
 
 /// A foreign Job with the origin's name on the first-choice worker: left untouched, MirrorConflict

@@ -1,12 +1,23 @@
 //! Many Jobs: `kill -9` of the controller at random moments while Jobs dispatch (10 rounds of 200),
 //! and 500 Jobs across both workers. Every origin must end as its pods dictate, there are never
-//! two current mirrors (nor a mirror ahead of its origin's intent), and nothing is orphaned.
+//! two current mirrors (nor a mirror ahead of its origin's intent), nothing is orphaned, and over
+//! the whole run every origin ran once: one mirror created, its one pod started once, on one
+//! worker (`courier_e2e::runs`, from the workers' own logs, so a duplicate that the garbage
+//! collector later removed still counts).
+//!
+//! The run-once check itself is seen failing on a second run whose mirror was already collected
+//! (`courier_e2e::runs` unit tests). To see these tests fail on the controller: make a restarted
+//! controller create a second mirror of an already placed origin (e.g. skip the AlreadyExists
+//! adoption in the create path); not yet run on such a build.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, ensure};
-use courier_e2e::{Env, EnvOptions, create_many, job, placement, wait_for, with_spec};
+use courier_e2e::{
+    Env, EnvOptions, check_each_ran_once, create_many, finished, job, placement, wait_for,
+    with_spec,
+};
 use kube::api::DeleteParams;
 use rand::Rng as _;
 use serde_json::{Value, json};
@@ -140,8 +151,20 @@ async fn kill9_body(env: &mut Env) -> anyhow::Result<()> {
         if mirrors < origins {
             mid_dispatch += 1;
         }
+        // A kill after the last Job finished proves nothing: some origin must still be waiting
+        // for the controller (not dispatched, or its end not yet copied back).
+        let unfinished = courier_e2e::origins(env, ns)
+            .await?
+            .iter()
+            .filter(|j| finished(j).is_none())
+            .count();
+        ensure!(
+            unfinished > 0,
+            "kill #{} came after every Job had finished: it tested nothing",
+            round + 1
+        );
         eprintln!(
-            "round {round}: killed {delay:?} after dispatch resumed; {mirrors} mirrors for {origins} origins ({:.1}s)",
+            "round {round}: killed {delay:?} after dispatch resumed; {mirrors} mirrors for {origins} origins, {unfinished} unfinished ({:.1}s)",
             t0.elapsed().as_secs_f64()
         );
         before = mirrors;
@@ -155,12 +178,13 @@ async fn kill9_body(env: &mut Env) -> anyhow::Result<()> {
     courier_e2e::wait_all_finished(env, ns, n, Duration::from_secs(240), expected_end).await?;
     eprintln!("all {n} finished ({:.1}s)", t0.elapsed().as_secs_f64());
     courier_e2e::wait_one_mirror_each(env, ns, n).await?;
+    check_each_ran_once(env, ns, &|_| 1).await?;
     delete_all_and_check_nothing_left(env, ns).await?;
     eprintln!("nothing left ({:.1}s)", t0.elapsed().as_secs_f64());
     Ok(())
 }
 
-/// 500 Jobs across both workers, all reaching their expected end.
+/// 500 Jobs across both workers, all reaching their expected end, each run once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_hundred_jobs() -> anyhow::Result<()> {
     let mut env = Env::start("five-hundred", exclusive()).await?;
@@ -190,6 +214,7 @@ async fn five_hundred_jobs() -> anyhow::Result<()> {
             "unbalanced: {per_cluster:?}"
         );
         courier_e2e::wait_one_mirror_each(&env, ns, 500).await?;
+        check_each_ran_once(&env, ns, &|_| 1).await?;
         Ok(())
     }
     .await;

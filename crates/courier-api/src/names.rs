@@ -85,3 +85,36 @@ pub const JOB_CONTROLLER_TEMPLATE_LABELS: [&str; 4] = [
 /// The two template labels that carry the Job's UID.
 pub const JOB_CONTROLLER_UID_LABELS: [&str; 2] =
     ["controller-uid", "batch.kubernetes.io/controller-uid"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names DESIGN.md fixes, written out: users' Jobs, installed CRDs, charts and mirrors on
+    /// running workers depend on them, so a change here must fail a test.
+    #[test]
+    fn fixed_names_are_the_documented_ones() {
+        let fixed = [
+            (MANAGED_BY, "courier.dev/dispatcher"),
+            (GROUP, "courier.dev"),
+            (VERSION, "v1alpha1"),
+            (API_VERSION, "courier.dev/v1alpha1"),
+            (WORKER_CLUSTER_KIND, "WorkerCluster"),
+            (WORKER_CLUSTER_PLURAL, "workerclusters"),
+            (LABEL_ORIGIN, "courier.dev/origin"),
+            (LABEL_ORIGIN_UID, "courier.dev/origin-uid"),
+            (LABEL_EPOCH, "courier.dev/epoch"),
+            (ANNOTATION_EPOCH, "courier.dev/epoch"),
+            (LABEL_CLUSTER, "courier.dev/cluster"),
+            (ANNOTATION_CLUSTER_SELECTOR, "courier.dev/cluster-selector"),
+            (FINALIZER, "courier.dev/mirror-cleanup"),
+            (DEFAULT_KUBECONFIG_KEY, "kubeconfig"),
+            (DEFAULT_ORIGIN_ID, "courier"),
+            (DEFAULT_NAMESPACE, "courier-system"),
+            (LABEL_KUEUE_QUEUE_NAME, "kueue.x-k8s.io/queue-name"),
+        ];
+        for (value, documented) in fixed {
+            assert_eq!(value, documented);
+        }
+    }
+}

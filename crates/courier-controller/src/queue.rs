@@ -385,20 +385,50 @@ mod tests {
         assert!(q.retry(k("a")) <= Duration::from_millis(10));
     }
 
-    #[tokio::test]
-    async fn many_workers_drain_everything() {
-        let q = std::sync::Arc::new(q());
+    /// Four workers on two threads, each key re-added while a worker holds it (a watch event in
+    /// the middle of a reconcile; odd keys in the urgent lane): every key is handed out exactly
+    /// twice (once, then once more after `done`), and never to two workers at once. (The test this
+    /// replaces collected keys into a set, so a key handed to two workers at once went unseen.)
+    ///
+    /// To see it fail: do not insert the key into `processing` in `next`; a key re-added while
+    /// held is then handed to a second worker.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_workers_never_hold_one_key_at_once() {
+        use std::sync::Arc;
+        let q = Arc::new(q());
         for i in 0..100 {
             q.add(k(&i.to_string()));
         }
-        let seen = std::sync::Arc::new(Mutex::new(HashSet::new()));
+        let in_hand: Arc<Mutex<HashSet<ObjectKey>>> = Arc::default();
+        let handed: Arc<Mutex<BTreeMap<ObjectKey, usize>>> = Arc::default();
+        let overlaps: Arc<Mutex<Vec<ObjectKey>>> = Arc::default();
         let mut tasks = Vec::new();
         for _ in 0..4 {
-            let (q, seen) = (q.clone(), seen.clone());
+            let (q, in_hand, handed, overlaps) =
+                (q.clone(), in_hand.clone(), handed.clone(), overlaps.clone());
             tasks.push(tokio::spawn(async move {
-                while let Ok(key) = tokio::time::timeout(Duration::from_millis(100), q.next()).await
+                while let Ok(key) = tokio::time::timeout(Duration::from_millis(300), q.next()).await
                 {
-                    seen.lock_or_recover().insert(key.clone());
+                    if !in_hand.lock_or_recover().insert(key.clone()) {
+                        overlaps.lock_or_recover().push(key.clone());
+                    }
+                    let first = {
+                        let mut h = handed.lock_or_recover();
+                        let n = h.entry(key.clone()).or_insert(0);
+                        *n += 1;
+                        *n == 1
+                    };
+                    if first {
+                        let odd = key.name.parse::<u32>().is_ok_and(|n| n % 2 == 1);
+                        if odd {
+                            q.add_urgent(key.clone());
+                        } else {
+                            q.add(key.clone());
+                        }
+                    }
+                    // Hold the key across a scheduling point, as a reconcile does.
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    in_hand.lock_or_recover().remove(&key);
                     q.done(&key);
                 }
             }));
@@ -406,6 +436,14 @@ mod tests {
         for t in tasks {
             let _ = t.await;
         }
-        assert_eq!(seen.lock_or_recover().len(), 100);
+        let overlaps = overlaps.lock_or_recover().clone();
+        assert!(
+            overlaps.is_empty(),
+            "keys held by two workers: {overlaps:?}"
+        );
+        let handed = handed.lock_or_recover().clone();
+        assert_eq!(handed.len(), 100, "keys never handed out");
+        let wrong: Vec<_> = handed.iter().filter(|(_, n)| **n != 2).collect();
+        assert!(wrong.is_empty(), "handed out other than twice: {wrong:?}");
     }
 }

@@ -260,15 +260,20 @@ async fn an_unreachable_worker_costs_one_probe_per_backoff_period() {
     register(&env.mc, &name, &kubeconfig, &[]).await;
     wait_ready_reason(&env.mc, &name, "False", "Unreachable").await;
     // Backoff 100 ms doubling to the 1 s cap (tuning()), each delay jittered within [d/2, d].
+    // At the cap each loop waits at least 0.5 s: one loop makes at most 2 attempts a second. Two
+    // windows in a row: the rate must come down to the cap and stay there (a backoff reset by
+    // each relist of the watcher, issue #12 §8, shows as a burst in a later window).
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let before = proxy.connections();
-    let window = Duration::from_secs(8);
-    tokio::time::sleep(window).await;
-    let attempts = proxy.connections() - before;
-    assert!(
-        attempts <= 17,
-        "{attempts} connection attempts in {window:?} with a 1 s backoff cap"
-    );
+    let window = Duration::from_secs(6);
+    for n in 1..=2 {
+        let before = proxy.connections();
+        tokio::time::sleep(window).await;
+        let attempts = proxy.connections() - before;
+        assert!(
+            attempts <= 13,
+            "{attempts} connection attempts in window {n} ({window:?}) with a 1 s backoff cap"
+        );
+    }
     proxy.set_forward(true);
     let t = Instant::now();
     wait_ready_reason(&env.mc, &name, "True", "Connected").await;

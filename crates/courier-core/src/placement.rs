@@ -476,38 +476,78 @@ mod tests {
         );
     }
 
+    /// The placement rule as the module docs and docs/architecture.md state it, written out here
+    /// without `better` or `ineligibility`: the eligible clusters are those matching `region=eu`,
+    /// not being removed, not a duplicate registration, not excluded, not paused, weight > 0 and
+    /// Ready; among them responsive ones come before degraded ones, then the lowest
+    /// `(mirrors + 1) / weight`, then the smallest name.
+    fn documented_choice(clusters: &[ClusterView], excluded: &Exclusions) -> Option<String> {
+        let eligible: Vec<&ClusterView> = clusters
+            .iter()
+            .filter(|c| {
+                c.labels.get("region").map(String::as_str) == Some("eu")
+                    && !c.draining
+                    && !c.duplicate
+                    && !excluded.contains_key(&c.name)
+                    && !c.paused
+                    && c.weight > 0
+                    && c.ready
+            })
+            .collect();
+        let responsive: Vec<&ClusterView> =
+            eligible.iter().copied().filter(|c| !c.degraded).collect();
+        let pool = if responsive.is_empty() {
+            eligible
+        } else {
+            responsive
+        };
+        let load = |c: &ClusterView| (f64::from(c.current_mirrors) + 1.0) / f64::from(c.weight);
+        let least = pool.iter().map(|c| load(c)).fold(f64::INFINITY, f64::min);
+        pool.iter()
+            .filter(|c| load(c) == least)
+            .map(|c| c.name.clone())
+            .min()
+    }
+
     proptest! {
-        /// The choice is eligible, and no eligible cluster is strictly better; the result does not
-        /// depend on the order clusters are listed in.
+        /// The choice is the one the documented rule gives (`documented_choice`, independent of the
+        /// code under test), and does not depend on the order clusters are listed in; when there is
+        /// none, every cluster is listed with a reason.
+        ///
+        /// Seen failing: with `better` comparing `mirrors / weight` (without the + 1); the old
+        /// property test, which reused `better`, passed with that break (its generator also rarely
+        /// made two clusters eligible at once).
         #[test]
-        fn choice_is_optimal_and_order_independent(
-            specs in proptest::collection::vec((0u32..4, 0u32..10, any::<bool>(), any::<bool>(), any::<bool>()), 1..8),
-            excluded_mask in proptest::collection::vec(any::<bool>(), 8),
+        fn choice_follows_the_documented_rule(
+            // Weighted so that most cases have several eligible clusters to choose among.
+            specs in proptest::collection::vec(
+                (0u32..4, 0u32..10, proptest::bool::weighted(0.15), proptest::bool::weighted(0.85),
+                 proptest::bool::weighted(0.8), proptest::bool::weighted(0.2),
+                 any::<bool>(), any::<bool>()), 1..8),
+            excluded_mask in proptest::collection::vec(proptest::bool::weighted(0.15), 8),
         ) {
-            let clusters: Vec<ClusterView> = specs.iter().enumerate().map(|(i, &(w, m, paused, ready, eu))| {
-                let mut c = cluster(&format!("c{i}"), &[("region", if eu { "eu" } else { "us" })]);
+            let clusters: Vec<ClusterView> = specs.iter().enumerate().map(
+                |(i, &(w, m, paused, ready, eu, degraded, draining, duplicate))| {
+                // Names not in list order, so ties by name are not ties by position.
+                let mut c = cluster(&format!("c{}", (i * 5) % 8), &[("region", if eu { "eu" } else { "us" })]);
                 c.weight = w; c.current_mirrors = m; c.paused = paused; c.ready = ready;
+                c.degraded = degraded;
+                // Rarer, so that most cases still have a choice to make.
+                c.draining = draining && degraded; c.duplicate = duplicate && paused;
                 c
             }).collect();
             let excluded: Exclusions = clusters.iter().zip(&excluded_mask)
                 .filter(|(_, x)| **x).map(|(c, _)| (c.name.clone(), Ineligibility::Refused)).collect();
-            let sel = ClusterSelector::parse("region=eu").expect("selector");
             let forward = choose_cluster(&clusters, Some("region=eu"), &excluded);
             let mut reversed = clusters.clone();
             reversed.reverse();
             let backward = choose_cluster(&reversed, Some("region=eu"), &excluded);
             prop_assert_eq!(forward.clone().map(|c| c.name.clone()), backward.map(|c| c.name.clone()));
-            let eligible: Vec<&ClusterView> = clusters.iter().filter(|c| ineligibility(c, &sel, &excluded).is_none()).collect();
+            let want = documented_choice(&clusters, &excluded);
             match forward {
-                Ok(chosen) => {
-                    prop_assert!(eligible.iter().any(|c| c.name == chosen.name));
-                    prop_assert!(chosen.weight > 0 && chosen.ready && !chosen.paused && !excluded.contains_key(&chosen.name));
-                    for c in &eligible {
-                        prop_assert_ne!(better(c, chosen), Ordering::Less);
-                    }
-                }
+                Ok(chosen) => prop_assert_eq!(Some(chosen.name.clone()), want),
                 Err(NoEligibleCluster::NoneEligible { rejected, .. }) => {
-                    prop_assert!(eligible.is_empty());
+                    prop_assert_eq!(want, None);
                     prop_assert_eq!(rejected.len(), clusters.len());
                 }
                 Err(other) => prop_assert!(false, "unexpected {:?}", other),

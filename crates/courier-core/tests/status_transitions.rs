@@ -202,6 +202,62 @@ fn recorded_traces_in_order() {
     }
 }
 
+/// The fields of a status the user reads to know how the Job ended, as JSON (absent = null;
+/// `active`/`ready`/`terminating` of 0 count as absent).
+fn outcome(status: &Value) -> Value {
+    let terminal = status["conditions"].as_array().and_then(|cs| {
+        cs.iter()
+            .find(|c| (c["type"] == "Complete" || c["type"] == "Failed") && c["status"] == "True")
+    });
+    let zero_is_none = |k: &str| match status.get(k) {
+        Some(v) if v != &json!(0) => v.clone(),
+        _ => Value::Null,
+    };
+    json!({
+        "terminal": terminal.map(|c| c["type"].clone()),
+        "reason": terminal.map(|c| c["reason"].clone()),
+        "terminalSince": terminal.map(|c| c["lastTransitionTime"].clone()),
+        "succeeded": zero_is_none("succeeded"),
+        "failed": zero_is_none("failed"),
+        "active": zero_is_none("active"),
+        "ready": zero_is_none("ready"),
+        "terminating": zero_is_none("terminating"),
+        "startTime": status.get("startTime").cloned().unwrap_or(Value::Null),
+        "completionTime": status.get("completionTime").cloned().unwrap_or(Value::Null),
+        "completedIndexes": status.get("completedIndexes").cloned().unwrap_or(Value::Null),
+        "failedIndexes": status.get("failedIndexes").cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// Every recorded trace copied in order, each state a second after the worker wrote it (so the
+/// management clock never clamps a time), with the origin following the trace's suspends: the
+/// origin ends exactly as the worker's Job ended: the same terminal condition with the same reason
+/// and transition time, the same counters, start and completion times, and index sets.
+///
+/// Seen failing: with the finishing step taking `completionTime` from `now` instead of the
+/// mirror (`status::finish_fields`), on the first finished trace; every other test in this file
+/// passed with that break.
+#[test]
+fn recorded_traces_end_as_recorded() {
+    for trace in traces() {
+        let mut origin = Origin::new(&trace.spec, 3);
+        for (t, suspend, status) in &trace.events {
+            if origin.job["spec"]["suspend"] != json!(*suspend) {
+                origin.set_suspend(*suspend);
+            }
+            origin.report(Some(&parse(status)), at(epoch0(), t.ceil() + 1.0));
+        }
+        let last = trace.events.last().map(|e| e.2.clone()).unwrap_or_default();
+        assert_eq!(
+            outcome(&origin.job["status"]),
+            outcome(&last),
+            "{}: the origin (left) does not end as the worker's Job did (right); history:\n  {}",
+            trace.name,
+            origin.log.join("\n  ")
+        );
+    }
+}
+
 /// Only the last recorded status, in one write (a copier that missed everything in between).
 #[test]
 fn recorded_traces_final_only() {

@@ -30,6 +30,21 @@ pub struct RecordedRequest {
     pub allowed: bool,
     /// The HTTP status code of the answer (a watch: when it started).
     pub code: u16,
+    /// Set when the answer was an injected fault (`crate::faults`), not the server's own: the
+    /// request never reached the authorizer or storage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<InjectedFault>,
+}
+
+/// A fault answer as a client saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InjectedFault {
+    /// 500 or 429.
+    pub code: u16,
+    /// The `Retry-After` seconds sent with a 429.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_seconds: Option<u64>,
 }
 
 impl RecordedRequest {
@@ -74,6 +89,32 @@ impl RequestLog {
         allowed: bool,
         code: u16,
     ) {
+        self.push(user, attributes, allowed, code, None);
+    }
+
+    /// Records a request answered by an injected fault (`code` 500 or 429 with `retry_after`).
+    pub(crate) fn record_fault(
+        &self,
+        user: &str,
+        attributes: &AccessAttributes,
+        code: u16,
+        retry_after: Option<u64>,
+    ) {
+        let fault = InjectedFault {
+            code,
+            retry_after_seconds: retry_after,
+        };
+        self.push(user, attributes, true, code, Some(fault));
+    }
+
+    fn push(
+        &self,
+        user: &str,
+        attributes: &AccessAttributes,
+        allowed: bool,
+        code: u16,
+        fault: Option<InjectedFault>,
+    ) {
         if let Some(log) = self.lock().as_mut() {
             log.push(RecordedRequest {
                 seq: self.1.fetch_add(1, Ordering::Relaxed) + 1,
@@ -82,6 +123,7 @@ impl RequestLog {
                 attributes: attributes.clone(),
                 allowed,
                 code,
+                fault,
             });
         }
     }
@@ -121,5 +163,25 @@ mod tests {
         assert_eq!(log.stop(), seen);
         log.record("u", &attrs("watch"), true, 200);
         assert!(log.stop().is_empty(), "stopped");
+    }
+
+    #[test]
+    fn injected_faults_are_marked() {
+        let log = RequestLog::default();
+        log.start();
+        log.record_fault("u", &attrs("patch"), 429, Some(2));
+        log.record("u", &attrs("patch"), true, 200);
+        let seen = log.snapshot();
+        assert_eq!(
+            seen[0].fault,
+            Some(InjectedFault {
+                code: 429,
+                retry_after_seconds: Some(2)
+            })
+        );
+        assert_eq!((seen[0].code, seen[1].fault.clone()), (429, None));
+        let json = serde_json::to_value(&seen).unwrap_or_default();
+        assert_eq!(json[0]["fault"]["retryAfterSeconds"], 2);
+        assert!(json[1].get("fault").is_none(), "{json}");
     }
 }

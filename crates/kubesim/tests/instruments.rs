@@ -171,3 +171,62 @@ async fn pod_starts_creates_and_writes_by_user() {
     );
     sim.shutdown();
 }
+
+/// Injected faults are recorded too, keyed like the request they stood in for, so a test can pair a
+/// 429 with the client's retry and measure the spacing (without `record_injected` the log holds
+/// only the successful create and the first assertion fails).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_faults_are_recorded_with_the_request_they_answered() {
+    let sim = Sim::start(SimOptions {
+        role: Role::Worker,
+        admin_port: Some(0),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    sim.add_token("alice-token", "alice", RuleSet::allow_all());
+    // Without kube's own retries (which would wait out each Retry-After, 15 times).
+    let kc = Kubeconfig::from_yaml(&sim.kubeconfig_for("alice-token")).unwrap();
+    let mut cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    cfg.default_retry = false;
+    let alice: Api<Job> = Api::namespaced(Client::try_from(cfg).unwrap(), "default");
+    sim.record_requests();
+    sim.set_faults(kubesim::faults::FaultConfig {
+        throttle_rate: 1.0,
+        retry_after_seconds: 3,
+        ..Default::default()
+    });
+    let refused = alice
+        .create(&PostParams::default(), &mirror("m", "uid-1", "1"))
+        .await;
+    assert!(refused.is_err(), "every request throttled");
+    sim.faults().clear();
+    alice
+        .create(&PostParams::default(), &mirror("m", "uid-1", "1"))
+        .await
+        .unwrap();
+    let items = admin(&sim, "GET", "/record")["items"]
+        .as_array()
+        .cloned()
+        .unwrap();
+    let creates: Vec<&Value> = items.iter().filter(|r| r["verb"] == "create").collect();
+    assert!(creates.len() >= 2, "{items:?}");
+    let (first, last) = (creates[0], creates[creates.len() - 1]);
+    assert_eq!(
+        (
+            first["user"].as_str(),
+            first["resource"].as_str(),
+            first["namespace"].as_str(),
+            first["code"].as_u64()
+        ),
+        (Some("alice"), Some("jobs"), Some("default"), Some(429))
+    );
+    assert_eq!(first["fault"], json!({"code": 429, "retryAfterSeconds": 3}));
+    assert_eq!(
+        (last["code"].as_u64(), last.get("fault")),
+        (Some(201), None)
+    );
+    sim.shutdown();
+}

@@ -235,12 +235,16 @@ async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response<Bod
     if faults.blackholed() {
         faults.wait_unblackholed().await;
     }
-    match faults.draw() {
-        Injected::None => {}
-        Injected::Error => {
-            return error_response(&ApiError::internal("injected by kubesim's fault settings"));
+    let injected = match faults.draw() {
+        Injected::None => None,
+        Injected::Error => Some(ApiError::internal("injected by kubesim's fault settings")),
+        Injected::Throttle(s) => Some(ApiError::too_many_requests(s)),
+    };
+    if let Some(e) = injected {
+        if state.recorded.is_on() {
+            record_injected(&state, &req, &e);
         }
-        Injected::Throttle(s) => return error_response(&ApiError::too_many_requests(s)),
+        return error_response(&e);
     }
     let path = req.uri().path().to_string();
     if matches!(path.as_str(), "/healthz" | "/readyz" | "/livez") {
@@ -271,6 +275,44 @@ async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response<Bod
             Ok(r) => r,
             Err(e) => error_response(&e),
         },
+    }
+}
+
+/// Records a request answered by an injected fault, keyed like an ordinary one (so a test can pair
+/// a `429` with the client's retry of the same call).
+fn record_injected(state: &ServerState, req: &Request<Incoming>, e: &ApiError) {
+    let user = bearer(req)
+        .and_then(|t| state.users.authenticate(&t))
+        .map_or_else(|| "system:anonymous".to_string(), |u| u.name);
+    let path = req.uri().path().to_string();
+    let attrs = match route(state, req, &path) {
+        Route::Resource(t) => {
+            let watch = is_true(&parse_query(req.uri().query()), "watch");
+            attributes(&t, verb_of(req.method(), t.name.is_some(), watch))
+        }
+        Route::Response(_) => AccessAttributes {
+            verb: req.method().as_str().to_ascii_lowercase(),
+            path,
+            ..Default::default()
+        },
+    };
+    state
+        .recorded
+        .record_fault(&user, &attrs, e.code, e.retry_after);
+}
+
+/// The authorizer's view of a resource request.
+fn attributes(t: &Target, verb: &str) -> AccessAttributes {
+    let info = t.served.info();
+    AccessAttributes {
+        verb: verb.to_string(),
+        group: info.group.clone(),
+        resource: info.plural.clone(),
+        subresource: t.sub.clone().unwrap_or_default(),
+        namespace: t.namespace.clone().unwrap_or_default(),
+        name: t.name.clone().unwrap_or_default(),
+        // A resource request: the path is only for non-resource URLs.
+        path: String::new(),
     }
 }
 
@@ -437,17 +479,7 @@ async fn resource_request(
     let q = parse_query(req.uri().query());
     let watch = is_true(&q, "watch");
     let verb = verb_of(req.method(), t.name.is_some(), watch);
-    let info = t.served.info().clone();
-    let attrs = AccessAttributes {
-        verb: verb.to_string(),
-        group: info.group.clone(),
-        resource: info.plural.clone(),
-        subresource: t.sub.clone().unwrap_or_default(),
-        namespace: t.namespace.clone().unwrap_or_default(),
-        name: t.name.clone().unwrap_or_default(),
-        // A resource request: the path is only for non-resource URLs.
-        path: String::new(),
-    };
+    let attrs = attributes(&t, verb);
     let decision = user.decide(&attrs);
     if !decision.allowed() {
         state.recorded.record(&user.name, &attrs, false, 403);
