@@ -22,11 +22,11 @@ use jiff::Timestamp;
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
+use super::Ctx;
 use super::reconcile::{Inputs, patch_origin, publish_event, write_through};
 use crate::errors::{CallError, ReconcileError};
 use crate::queue::ObjectKey;
 use crate::registry::Cluster;
-use crate::shared::Shared;
 
 /// How a chain ended without an error.
 enum End {
@@ -40,14 +40,14 @@ fn step(what: impl Into<String>) -> impl FnOnce(CallError) -> ReconcileError {
     move |error| ReconcileError { step, error }
 }
 
-fn cluster(shared: &Shared, name: &str) -> Result<Arc<Cluster>, ReconcileError> {
+fn cluster(shared: &Ctx, name: &str) -> Result<Arc<Cluster>, ReconcileError> {
     shared.registry.get(name).ok_or_else(|| ReconcileError {
         step: format!("reach WorkerCluster {name}"),
         error: CallError::NotConnected(name.to_string()),
     })
 }
 
-fn leader_only(shared: &Shared) -> Result<(), ReconcileError> {
+fn leader_only(shared: &Ctx) -> Result<(), ReconcileError> {
     if shared.is_leader() {
         Ok(())
     } else {
@@ -85,7 +85,7 @@ fn server_message(e: &CallError) -> String {
 
 /// Performs `decision`; returns when to reconcile again, or the first error of a failed chain.
 pub async fn execute(
-    shared: &Arc<Shared>,
+    shared: &Arc<Ctx>,
     key: &ObjectKey,
     origin: &OriginView,
     inputs: &Inputs,
@@ -110,7 +110,7 @@ pub async fn execute(
 }
 
 async fn run_chain(
-    shared: &Arc<Shared>,
+    shared: &Arc<Ctx>,
     key: &ObjectKey,
     origin: &OriginView,
     inputs: &Inputs,
@@ -128,7 +128,7 @@ async fn run_chain(
 }
 
 async fn perform(
-    shared: &Arc<Shared>,
+    shared: &Arc<Ctx>,
     key: &ObjectKey,
     origin: &OriginView,
     inputs: &Inputs,
@@ -298,7 +298,7 @@ async fn perform(
 /// A create (or its namespace) failed: a refusal or no answer becomes a hint and the next decision
 /// moves the Job on at once; anything else is an error (retried with backoff).
 fn turned_down(
-    shared: &Shared,
+    shared: &Ctx,
     key: &ObjectKey,
     origin: &OriginView,
     handle: &Cluster,
@@ -334,7 +334,7 @@ fn turned_down(
 }
 
 async fn write_status(
-    shared: &Arc<Shared>,
+    shared: &Arc<Ctx>,
     key: &ObjectKey,
     origin: &OriginView,
     inputs: &Inputs,
@@ -384,7 +384,7 @@ async fn write_status(
 
 /// A create answered AlreadyExists: whose Job holds the name?
 async fn adopt(
-    shared: &Shared,
+    shared: &Ctx,
     key: &ObjectKey,
     origin: &OriginView,
     inputs: &Inputs,
@@ -429,7 +429,7 @@ async fn adopt(
     )
 }
 
-fn dispatched(shared: &Shared, inputs: &Inputs, cluster: &str, result: &str, epoch: u64) {
+fn dispatched(shared: &Ctx, inputs: &Inputs, cluster: &str, result: &str, epoch: u64) {
     let m = &shared.metrics;
     m.dispatch_total.with_label_values(&[cluster, result]).inc();
     if epoch > 1 && result == "created" {
