@@ -147,7 +147,7 @@ async fn perform(
                 .map_err(step(format!(
                     "write the placement intent ({cluster}, epoch {epoch})"
                 )))?;
-            write_through(shared, key, &obj);
+            write_through(shared, key, &patch, &obj);
             shared.queue.add(key.clone());
             debug!(cluster, epoch, "placement intent written");
         }
@@ -344,7 +344,7 @@ async fn write_status(
     let label = synced_from.clone().unwrap_or_default();
     match patch_origin(shared, key, patch, true).await {
         Ok(obj) => {
-            write_through(shared, key, &obj);
+            write_through(shared, key, patch, &obj);
             shared.queue.add(key.clone());
             shared
                 .metrics

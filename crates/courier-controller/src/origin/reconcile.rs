@@ -247,13 +247,20 @@ pub async fn patch_origin(
     }
 }
 
-/// Puts the server's answer to our own write into the cache (it is at least as new as the cache:
-/// the write carried the cached resourceVersion as a precondition).
-pub fn write_through(shared: &Ctx, key: &ObjectKey, obj: &DynamicObject) {
+/// Puts the server's answer to our own write (`patch`, which carries the resourceVersion it was
+/// made from as a precondition) into the cache, unless the watch has moved past that version
+/// already (`OriginStore::write_through`).
+pub fn write_through(shared: &Ctx, key: &ObjectKey, patch: &Value, obj: &DynamicObject) {
+    let Some(sent) = patch
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+    else {
+        return;
+    };
     if let Ok(json) = serde_json::to_value(obj)
         && let Ok(Some(entry)) = store::trim(&json)
     {
-        shared.origins.upsert(key.clone(), entry);
+        shared.origins.write_through(key.clone(), sent, entry);
     }
 }
 
