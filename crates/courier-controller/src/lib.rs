@@ -11,17 +11,22 @@
 //!   timings; tests make them short).
 //!
 //! # Modules
-//! - `registry`: WorkerClusters + their kubeconfig Secrets -> one task per cluster (client, probe,
-//!   health condition, mirror watch and cache, backoff).
-//! - `origin`: the origin Job cache, the work queue's workers, reconcile and the actions it performs.
+//! Each uses only the ones listed after it (`tests/module_graph.rs` fails on an import cycle):
+//! - `runtime`: starts every task and runs until shutdown.
+//! - `http`: `/metrics`, `/healthz`, `/readyz`; `ui`: the read-only web view (`--ui-addr`).
+//! - `shared`: builds the parts below from the configuration and joins them.
+//! - `snapshot`: read-only views of clusters and Jobs (the handle, the web view).
 //! - `gc`: periodic and on-reconnect sweeps of orphaned and stale mirrors.
+//! - `origin`: the origin Job cache, the work queue's workers, reconcile and the actions it performs.
+//! - `registry`: WorkerClusters + their kubeconfig Secrets -> one task per cluster (client, probe,
+//!   health condition, mirror watch and cache, backoff); asks the layers above through its hooks.
 //! - `leader`: Lease-based leader election.
-//! - [`metrics`] (public: its catalogue is checked against the docs and the chart's alerts and
-//!   dashboard), `http`: Prometheus metrics and `/metrics`, `/healthz`, `/readyz`.
-//! - `ui`: the read-only web view (`--ui-addr`).
-//! - [`api_calls`]: every API call the controller makes (rights probes, RBAC tests of the charts).
-//! - [`credentials`]: kubeconfig policy checks and client building (public: `courier cluster add`
-//!   can apply the same checks before storing a kubeconfig).
+//! - the leaves: `events` (and `recent`, the events kept for the web view), [`metrics`] (public:
+//!   its catalogue is checked against the docs and the chart's alerts and dashboard), `queue`,
+//!   [`credentials`] (kubeconfig policy checks and client building; public: `courier cluster add`
+//!   applies the same checks), [`api_calls`] (every API call the controller makes: rights probes,
+//!   RBAC tests of the charts), `errors`, [`backoff`], `locks`, `config` ([`ControllerConfig`],
+//!   [`Tuning`]).
 
 use std::sync::Arc;
 

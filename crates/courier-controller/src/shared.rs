@@ -152,7 +152,7 @@ impl Shared {
             cfg.leader_elect.then_some(tuning.lease_renew_deadline),
         ));
         let synced = Arc::new(Notify::new());
-        let origin = Arc::new(origin::Ctx::new(origin::Parts {
+        let origin = Arc::new(origin::Ctx {
             cfg: cfg.clone(),
             tuning: tuning.clone(),
             dispatch,
@@ -166,7 +166,8 @@ impl Shared {
             recorder,
             token: token.clone(),
             synced: synced.clone(),
-        }));
+            memory: origin::Memory::default(),
+        });
         let registry = Arc::new(registry::Ctx {
             cfg: cfg.clone(),
             tuning: tuning.clone(),

@@ -1,6 +1,6 @@
 //! What the origin controller's tasks (watch, queue workers, resync) share: the caches they read,
 //! the queue, the clients, and what reconciles remember between decisions (hints and waits). Built
-//! by `runtime`; the garbage collector, the snapshots and the web view read it too.
+//! in `shared`; the garbage collector, the snapshots and the web view read it too.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -46,48 +46,18 @@ pub struct Ctx {
     pub token: CancellationToken,
     /// Notified when a cache this controller keeps has synced (readiness may have changed).
     pub synced: Arc<Notify>,
+    /// What reconciles remember between decisions (starts empty).
+    pub memory: Memory,
+}
+
+/// Hints and waits per origin, in memory only.
+#[derive(Default)]
+pub struct Memory {
     hints: Mutex<HashMap<ObjectKey, (String, Hints)>>,
     waits: Mutex<HashMap<ObjectKey, WaitNote>>,
 }
 
-/// The parts of [`Ctx`] that other modules build.
-pub struct Parts {
-    pub cfg: ControllerConfig,
-    pub tuning: Tuning,
-    pub dispatch: DispatchConfig,
-    pub mgmt: Client,
-    pub jobs_ar: ApiResource,
-    pub queue: Arc<WorkQueue>,
-    pub origins: Arc<OriginStore>,
-    pub registry: Arc<Registry>,
-    pub metrics: Arc<Metrics>,
-    pub leader: Arc<Leadership>,
-    pub recorder: EventRecorder,
-    pub token: CancellationToken,
-    pub synced: Arc<Notify>,
-}
-
 impl Ctx {
-    pub fn new(p: Parts) -> Self {
-        Self {
-            cfg: p.cfg,
-            tuning: p.tuning,
-            dispatch: p.dispatch,
-            mgmt: p.mgmt,
-            jobs_ar: p.jobs_ar,
-            queue: p.queue,
-            origins: p.origins,
-            registry: p.registry,
-            metrics: p.metrics,
-            leader: p.leader,
-            recorder: p.recorder,
-            token: p.token,
-            synced: p.synced,
-            hints: Mutex::new(HashMap::new()),
-            waits: Mutex::new(HashMap::new()),
-        }
-    }
-
     /// Whether this replica may write now: see `Leadership::is_leading` (checked immediately
     /// before every write).
     pub fn is_leader(&self) -> bool {
@@ -109,7 +79,8 @@ impl Ctx {
             live && placed.is_none_or(|p| p == cluster)
         });
         keys.extend(
-            self.waits
+            self.memory
+                .waits
                 .lock_or_recover()
                 .iter()
                 .filter(|(_, w)| w.no_eligible)
@@ -136,15 +107,15 @@ impl Ctx {
 
     /// Drops what is remembered about an origin that is gone.
     pub fn forget_origin(&self, key: &ObjectKey) {
-        self.hints.lock_or_recover().remove(key);
-        self.waits.lock_or_recover().remove(key);
+        self.memory.hints.lock_or_recover().remove(key);
+        self.memory.waits.lock_or_recover().remove(key);
         self.queue.remove(key);
         self.recorder.log.forget(key);
     }
 
     /// In-memory hints for the origin with this UID (reset when the UID changes).
     pub fn hints_for(&self, key: &ObjectKey, uid: &str) -> Hints {
-        let mut h = self.hints.lock_or_recover();
+        let mut h = self.memory.hints.lock_or_recover();
         match h.get(key) {
             Some((u, hints)) if u == uid => hints.clone(),
             Some(_) => {
@@ -157,7 +128,7 @@ impl Ctx {
 
     /// Updates the in-memory hints of the origin with this UID (reset when the UID changes).
     pub fn update_hints(&self, key: &ObjectKey, uid: &str, f: impl FnOnce(&mut Hints)) {
-        let mut h = self.hints.lock_or_recover();
+        let mut h = self.memory.hints.lock_or_recover();
         let entry = h
             .entry(key.clone())
             .or_insert_with(|| (uid.to_string(), Hints::default()));
@@ -176,7 +147,7 @@ impl Ctx {
     }
 
     pub fn record_wait(&self, key: &ObjectKey, wait: Option<&Wait>) {
-        let mut w = self.waits.lock_or_recover();
+        let mut w = self.memory.waits.lock_or_recover();
         match wait {
             None => {
                 w.remove(key);
@@ -194,7 +165,8 @@ impl Ctx {
     }
 
     pub fn wait_of(&self, key: &ObjectKey) -> Option<String> {
-        self.waits
+        self.memory
+            .waits
             .lock_or_recover()
             .get(key)
             .map(|w| w.message.clone())

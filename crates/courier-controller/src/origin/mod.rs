@@ -25,7 +25,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::backoff::Backoff;
 use crate::errors::{CallError, chain, with_timeout};
 use crate::queue::ObjectKey;
-pub use context::{Ctx, Parts};
+pub use context::{Ctx, Memory};
 use store::Upsert;
 
 fn key_of(obj: &DynamicObject) -> Option<ObjectKey> {
