@@ -23,11 +23,12 @@ ARG COURIER_COMMIT=""
 ENV CARGO_PROFILE_RELEASE_DEBUG=0 \
     CARGO_PROFILE_RELEASE_STRIP=symbols
 # The registry and target caches survive between builds; the binary is copied out of the cache
-# in the same step.
+# in the same step. `--no-default-features`: no `sandbox` feature, so the image carries no kubesim
+# (`courier sandbox`/`demo`/`bench` say so and exit).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     target="$(uname -m)-unknown-linux-musl" \
- && cargo build --release --locked --target "$target" -p courier \
+ && cargo build --release --locked --target "$target" -p courier --no-default-features \
  && cp "target/$target/release/courier" /courier
 
 # distroless/static: no shell, no package manager; CA certificates and a `nonroot` user.

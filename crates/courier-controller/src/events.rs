@@ -90,7 +90,7 @@ pub struct EventRecorder {
     instance: String,
     cache: Mutex<Cache>,
     /// The latest events per origin, for the web view and `explain` (bounded, in memory).
-    pub log: crate::ui::recent::RecentEvents,
+    pub log: crate::recent::RecentEvents,
 }
 
 impl EventRecorder {

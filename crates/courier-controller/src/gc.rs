@@ -22,10 +22,9 @@ use courier_core::reconcile::MirrorView;
 use futures::future::join_all;
 use tracing::{debug, info, warn};
 
-use crate::origin::get_origin_json;
 use crate::origin::store::{OriginEntry, trim};
+use crate::origin::{Ctx, get_origin_json};
 use crate::registry::Cluster;
-use crate::shared::Shared;
 
 /// Why a mirror is garbage, or `None` if it must stay. `cluster` is the worker the mirror was seen
 /// on; `aliases` are later registrations of the same API server (DuplicateCluster): a mirror placed
@@ -62,7 +61,7 @@ pub fn verdict(
 }
 
 /// Sweeps one worker; returns how many mirrors were deleted. Leader only.
-pub async fn sweep_cluster(shared: &Shared, cluster: &Cluster) -> usize {
+pub async fn sweep_cluster(shared: &Ctx, cluster: &Cluster) -> usize {
     if !shared.is_leader() || !shared.origins.is_synced() || !cluster.mirrors.is_synced() {
         return 0;
     }
@@ -126,7 +125,7 @@ pub async fn sweep_cluster(shared: &Shared, cluster: &Cluster) -> usize {
 }
 
 /// Sweeps every Ready worker at once (one slow worker does not hold up the others).
-pub async fn sweep_all(shared: &Shared) {
+pub async fn sweep_all(shared: &Ctx) {
     let clusters: Vec<Arc<Cluster>> = shared
         .registry
         .all()
@@ -138,9 +137,9 @@ pub async fn sweep_all(shared: &Shared) {
     debug!(clusters = clusters.len(), deleted = total, "GC sweep done");
 }
 
-/// The periodic sweep, plus one whenever `shared.gc_now` is notified (leadership gained).
-pub async fn run(shared: Arc<Shared>) {
-    let mut tick = crate::shared::every(
+/// The periodic sweep, plus one whenever `now` is notified (leadership gained).
+pub async fn run(shared: Arc<Ctx>, now: Arc<tokio::sync::Notify>) {
+    let mut tick = crate::config::every(
         shared
             .cfg
             .gc_interval
@@ -150,7 +149,7 @@ pub async fn run(shared: Arc<Shared>) {
         tokio::select! {
             _ = shared.token.cancelled() => return,
             _ = tick.tick() => {}
-            _ = shared.gc_now.notified() => {}
+            _ = now.notified() => {}
         }
         if shared.is_leader() && shared.origins.is_synced() {
             sweep_all(&shared).await;

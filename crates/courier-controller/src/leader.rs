@@ -31,9 +31,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::FIELD_MANAGER;
+use crate::config::FIELD_MANAGER;
+use crate::config::Tuning;
 use crate::errors::{CallError, with_timeout};
-use crate::shared::Shared;
 
 /// What this replica knows about leadership.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -107,6 +107,20 @@ impl Leadership {
     }
 }
 
+/// What the election loop needs.
+pub struct Election {
+    pub mgmt: kube::Client,
+    /// Where the Lease lives (Courier's namespace).
+    pub namespace: String,
+    /// This replica's holder identity.
+    pub identity: String,
+    /// The Lease's name and timings, the request timeout.
+    pub tuning: Tuning,
+    pub leader: Arc<Leadership>,
+    /// Cancelled when the controller stops (the Lease is then released).
+    pub token: tokio_util::sync::CancellationToken,
+}
+
 /// What one election round found.
 enum Round {
     Leading,
@@ -119,8 +133,8 @@ struct Observed {
 }
 
 /// Runs the election loop until the controller stops, then releases the Lease if held.
-pub async fn run(shared: Arc<Shared>) {
-    let api: Api<Lease> = Api::namespaced(shared.mgmt.clone(), &shared.cfg.namespace);
+pub async fn run(shared: Election) {
+    let api: Api<Lease> = Api::namespaced(shared.mgmt.clone(), &shared.namespace);
     let t = &shared.tuning;
     let mut observed: Option<Observed> = None;
     let mut last_renewal: Option<Instant> = None;
@@ -186,7 +200,7 @@ pub async fn run(shared: Arc<Shared>) {
 }
 
 async fn with_timeout_round(
-    shared: &Shared,
+    shared: &Election,
     api: &Api<Lease>,
     observed: &mut Option<Observed>,
 ) -> Result<Round, CallError> {
@@ -206,7 +220,7 @@ fn lease_seconds(d: Duration) -> i32 {
 }
 
 async fn round(
-    shared: &Shared,
+    shared: &Election,
     api: &Api<Lease>,
     observed: &mut Option<Observed>,
 ) -> Result<Round, CallError> {
@@ -225,7 +239,7 @@ async fn round(
         let lease = Lease {
             metadata: ObjectMeta {
                 name: Some(t.lease_name.clone()),
-                namespace: Some(shared.cfg.namespace.clone()),
+                namespace: Some(shared.namespace.clone()),
                 ..Default::default()
             },
             spec: Some(LeaseSpec {
@@ -284,7 +298,7 @@ async fn round(
 }
 
 /// Gives the Lease up (holder cleared, 1 s duration) so a standby takes over at once.
-async fn release(api: &Api<Lease>, shared: &Shared) -> Result<(), kube::Error> {
+async fn release(api: &Api<Lease>, shared: &Election) -> Result<(), kube::Error> {
     let t = &shared.tuning;
     let Some(mut lease) = api.get_opt(&t.lease_name).await? else {
         return Ok(());

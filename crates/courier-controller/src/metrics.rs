@@ -211,6 +211,33 @@ impl Metrics {
         }
     }
 
+    /// Sets the cache gauges from `caches` and renders every family.
+    pub fn render_with(&self, caches: &CacheGauges) -> String {
+        self.origins.set(saturating_i64(caches.origins));
+        self.queue_depth.set(saturating_i64(caches.queue_depth));
+        self.leader.set(i64::from(caches.leader));
+        for c in &caches.clusters {
+            self.cluster_ready
+                .with_label_values(&[&c.name])
+                .set(i64::from(c.ready));
+            self.cluster_current_mirrors
+                .with_label_values(&[&c.name])
+                .set(i64::from(c.current_mirrors));
+            let zero = MIRROR_STATES.iter().filter(|s| !c.mirrors.contains_key(*s));
+            for state in zero {
+                self.mirrors
+                    .with_label_values(&[c.name.as_str(), state])
+                    .set(0);
+            }
+            for (state, n) in &c.mirrors {
+                self.mirrors
+                    .with_label_values(&[c.name.as_str(), state])
+                    .set(saturating_i64(*n));
+            }
+        }
+        self.render()
+    }
+
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
         let families = self.registry.registry.gather();
@@ -219,6 +246,29 @@ impl Metrics {
         }
         String::from_utf8(buf).unwrap_or_default()
     }
+}
+
+fn saturating_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// What the cache gauges show, read from the caches at scrape time.
+#[derive(Debug, Default)]
+pub struct CacheGauges {
+    pub origins: usize,
+    pub queue_depth: usize,
+    pub leader: bool,
+    pub clusters: Vec<ClusterGauges>,
+}
+
+/// One cluster's cache gauges.
+#[derive(Debug)]
+pub struct ClusterGauges {
+    pub name: String,
+    pub ready: bool,
+    pub current_mirrors: u32,
+    /// Cached mirrors by state (a [`MIRROR_STATES`] entry); absent states count 0.
+    pub mirrors: std::collections::HashMap<&'static str, usize>,
 }
 
 /// The version of this build (the workspace version).

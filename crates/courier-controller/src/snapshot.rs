@@ -11,11 +11,11 @@ use serde::Serialize;
 
 use k8s_openapi::api::batch::v1::JobStatus;
 
+use crate::origin::Ctx;
 use crate::origin::reconcile::dry_run;
 use crate::origin::store::OriginEntry;
 use crate::queue::ObjectKey;
-use crate::shared::Shared;
-use crate::ui::recent::EventSnapshot;
+use crate::recent::EventSnapshot;
 
 /// One WorkerCluster as this replica sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -124,7 +124,7 @@ pub struct Explanation {
     pub events: Vec<EventSnapshot>,
 }
 
-pub fn clusters(shared: &Shared) -> Vec<ClusterSnapshot> {
+pub fn clusters(shared: &Ctx) -> Vec<ClusterSnapshot> {
     shared
         .registry
         .all()
@@ -151,7 +151,7 @@ pub fn clusters(shared: &Shared) -> Vec<ClusterSnapshot> {
         .collect()
 }
 
-fn job(shared: &Shared, key: &ObjectKey, e: &OriginEntry) -> JobSnapshot {
+fn job(shared: &Ctx, key: &ObjectKey, e: &OriginEntry) -> JobSnapshot {
     let v = &e.view;
     let intent = v.intent();
     let phase = JobPhase::of(PhaseFacts {
@@ -182,7 +182,7 @@ fn job(shared: &Shared, key: &ObjectKey, e: &OriginEntry) -> JobSnapshot {
     }
 }
 
-pub fn jobs(shared: &Shared) -> Vec<JobSnapshot> {
+pub fn jobs(shared: &Ctx) -> Vec<JobSnapshot> {
     let mut out: Vec<JobSnapshot> = shared
         .origins
         .entries()
@@ -236,7 +236,7 @@ fn describe(action: &Action) -> String {
     }
 }
 
-pub fn explain(shared: &Shared, key: &ObjectKey) -> Option<Explanation> {
+pub fn explain(shared: &Ctx, key: &ObjectKey) -> Option<Explanation> {
     let (inputs, decision) = dry_run(shared, key)?;
     let v = &inputs.entry.view;
     let identity = OriginIdentity {

@@ -13,9 +13,6 @@ use std::fmt;
 
 use jiff::Timestamp;
 
-use courier_api::WorkerCluster;
-use courier_api::reasons::CONDITION_READY;
-
 use crate::selector::{ClusterSelector, SelectorError};
 
 /// What placement (and the reconciler) knows about one registered worker cluster.
@@ -42,39 +39,6 @@ pub struct ClusterView {
     /// A later registration of an API server another WorkerCluster registers: never chosen (Jobs
     /// placed through it before that was known keep running there).
     pub duplicate: bool,
-}
-
-impl ClusterView {
-    /// A view of a WorkerCluster object; `current_mirrors` is the controller's own count (falls back
-    /// to the status' `currentMirrors`). `None` when the object has no name.
-    pub fn from_worker_cluster(wc: &WorkerCluster, current_mirrors: Option<u32>) -> Option<Self> {
-        let name = wc.metadata.name.clone().filter(|n| !n.is_empty())?;
-        let status = wc.status.clone().unwrap_or_default();
-        let ready_condition = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == CONDITION_READY);
-        let ready = ready_condition.is_some_and(|c| c.status == "True");
-        Some(Self {
-            name,
-            labels: wc.metadata.labels.clone().unwrap_or_default(),
-            weight: u32::try_from(wc.spec.weight).unwrap_or(0),
-            paused: wc.spec.paused,
-            ready,
-            not_ready_since: if ready {
-                None
-            } else {
-                ready_condition.map(|c| c.last_transition_time.0)
-            },
-            server_version: status.server_version,
-            current_mirrors: current_mirrors
-                .or_else(|| status.current_mirrors.and_then(|n| u32::try_from(n).ok()))
-                .unwrap_or(0),
-            degraded: false,
-            draining: wc.metadata.deletion_timestamp.is_some(),
-            duplicate: false,
-        })
-    }
 }
 
 /// Why one cluster cannot take this Job. Checked in this order; the first that applies is reported.
@@ -448,32 +412,6 @@ mod tests {
         d.ready = false;
         let err = choose_cluster(&[d], None, &none()).expect_err("down");
         assert!(err.to_string().contains("(none Ready)"), "{err}");
-    }
-
-    #[test]
-    fn view_from_worker_cluster() {
-        let wc: WorkerCluster = serde_json::from_value(serde_json::json!({
-            "apiVersion": "courier.dev/v1alpha1", "kind": "WorkerCluster",
-            "metadata": {"name": "eu-1", "labels": {"region": "eu"}},
-            "spec": {"kubeconfigSecretRef": {"name": "s"}, "weight": 2},
-            "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Unreachable",
-                "message": "timeout", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-                "serverVersion": "v1.30.1", "currentMirrors": 4}
-        }))
-        .expect("wc");
-        let v = ClusterView::from_worker_cluster(&wc, None).expect("view");
-        assert_eq!(v.name, "eu-1");
-        assert_eq!(v.weight, 2);
-        assert!(!v.ready);
-        assert_eq!(
-            v.not_ready_since,
-            Some("2026-01-01T00:00:00Z".parse().expect("ts"))
-        );
-        assert_eq!(v.current_mirrors, 4);
-        assert_eq!(
-            ClusterView::from_worker_cluster(&wc, Some(7)).map(|v| v.current_mirrors),
-            Some(7)
-        );
     }
 
     /// The placement rule as the module docs and docs/architecture.md state it, written out here

@@ -241,12 +241,6 @@ impl EventType {
     }
 }
 
-/// Deletion propagation for mirrors. Deleting a Job through batch/v1 without one orphans its pods.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Propagation {
-    Background,
-}
-
 /// One API call (or request) for the I/O shell.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
@@ -278,13 +272,13 @@ pub enum Action {
         patch: Value,
         template: Option<Value>,
     },
-    /// Delete the mirror with a UID precondition.
+    /// Delete the mirror with a UID precondition and Background propagation (deleting a Job
+    /// through batch/v1 without a propagation policy orphans its pods).
     DeleteMirror {
         cluster: String,
         namespace: String,
         name: String,
         uid: String,
-        propagation: Propagation,
     },
     /// Write the origin's status (`patch`: JSON merge patch for `/status`, with a resourceVersion
     /// precondition and explicit nulls for cleared fields; `status`: the complete new status).

@@ -1,7 +1,7 @@
 //! Label selectors over WorkerCluster labels, as written in an origin's `courier.dev/cluster-selector`
 //! annotation: `region=eu,gpu in (a100,h100)`, `!spot`, `ssd`, `tier!=dev`, `zone notin (a,b)`.
 //!
-//! kube-core 5 has the selector model and its matching (`kube::core::{Selector, Expression}`) but no
+//! kube-core 5 has the selector model and its matching (`kube_core::{Selector, Expression}`) but no
 //! parser for the string form, so this module adds one following apimachinery's `labels.Parse`
 //! grammar. Keys and values are checked like the API server checks label keys and values, and every
 //! error names the requirement it is about. The set-based comparison operators `>`/`<` (`gt`/`lt`) are
@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
-use kube::core::{Expression, Selector, SelectorExt};
+use kube_core::{Expression, Selector, SelectorExt};
 
 /// A parsed cluster selector. The empty string selects every cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

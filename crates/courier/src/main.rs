@@ -5,18 +5,22 @@
 //! `demo` start everything in one process on kubesim clusters. Installed as `kubectl-courier` it is
 //! also `kubectl courier ...`.
 
+#[cfg(feature = "sandbox")]
 mod bench;
 mod cluster;
 mod completion;
 mod controller;
+#[cfg(feature = "sandbox")]
 mod demo;
 mod jobs;
 mod kubeconfig;
+#[cfg(feature = "sandbox")]
 mod local;
 mod logging;
 mod management;
 mod output;
 mod run;
+#[cfg(feature = "sandbox")]
 mod sandbox;
 mod util;
 mod workers;
@@ -76,12 +80,30 @@ enum Command {
     /// Print a shell completion script (bash, zsh or fish).
     Completion(completion::CompletionArgs),
     /// Start a management and two worker kubesim clusters plus the controller, until Ctrl-C.
+    #[cfg(feature = "sandbox")]
     Sandbox(sandbox::SandboxArgs),
     /// Run the examples on in-process kubesim clusters and show where and how each Job ran.
+    #[cfg(feature = "sandbox")]
     Demo(demo::DemoArgs),
     /// Measure dispatch throughput, status lag and cost on in-process kubesim clusters.
+    #[cfg(feature = "sandbox")]
     Bench(bench::BenchArgs),
+    /// `sandbox`, `demo` and `bench` in a build without the `sandbox` feature: an error saying so.
+    #[cfg(not(feature = "sandbox"))]
+    #[command(name = "sandbox", aliases = ["demo", "bench"], hide = true)]
+    NoSandbox {
+        /// Ignored.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
+
+/// What `sandbox`, `demo` and `bench` answer in a build without in-process clusters.
+#[cfg(not(feature = "sandbox"))]
+const NO_SANDBOX: &str = "`courier sandbox`, `demo` and `bench` run in-process kubesim clusters, and \
+                          this courier binary was built without them (the `sandbox` cargo feature is \
+                          off, as in the container image). Use a build with default features, e.g. \
+                          `cargo install --path crates/courier`";
 
 /// Prints the WorkerCluster CRD as YAML.
 fn crds() -> anyhow::Result<()> {
@@ -99,6 +121,7 @@ fn main() -> ExitCode {
     };
     let default_log = match &cli.command {
         Command::Run(_) => "info",
+        #[cfg(feature = "sandbox")]
         Command::Sandbox(_) => "warn,courier_controller=info",
         _ => "warn",
     };
@@ -124,9 +147,14 @@ fn main() -> ExitCode {
             Command::Logs(a) => jobs::logs(a).await.map(|_| ExitCode::SUCCESS),
             Command::Crds => crds().map(|_| ExitCode::SUCCESS),
             Command::Completion(a) => completion::print(a).map(|_| ExitCode::SUCCESS),
+            #[cfg(feature = "sandbox")]
             Command::Sandbox(a) => sandbox::run(a).await.map(|_| ExitCode::SUCCESS),
+            #[cfg(feature = "sandbox")]
             Command::Demo(a) => demo::run(a).await,
+            #[cfg(feature = "sandbox")]
             Command::Bench(a) => bench::run(a).await.map(|_| ExitCode::SUCCESS),
+            #[cfg(not(feature = "sandbox"))]
+            Command::NoSandbox { .. } => Err(anyhow::anyhow!(NO_SANDBOX)),
         }
     });
     // Background tasks (watches, in-process clusters) must not keep the process alive.

@@ -106,6 +106,7 @@ pub fn list_object<T: Serialize>(items: &[T]) -> anyhow::Result<Value> {
 }
 
 /// Prints rows as left-aligned columns separated by three spaces (like kubectl).
+#[cfg(feature = "sandbox")]
 pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
     print!("{}", render_table(header, rows));
 }

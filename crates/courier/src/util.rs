@@ -97,6 +97,7 @@ pub fn age(t: Option<Timestamp>) -> String {
 }
 
 // Tables live with the rest of the output code (`bench` uses them from here).
+#[cfg(feature = "sandbox")]
 pub use crate::output::render_table;
 
 /// Field manager of the CLI's writes.

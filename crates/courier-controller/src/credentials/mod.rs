@@ -18,7 +18,7 @@ use std::time::Duration;
 use kube::config::{AuthInfo, Cluster, KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-use crate::CredentialPolicy;
+use crate::config::CredentialPolicy;
 
 /// Flag names of the `courier run` switches that relax the policy (named in refusals).
 pub const FLAG_ALLOW_EXEC: &str = "--allow-exec-kubeconfigs";

@@ -22,12 +22,12 @@ use jiff::Timestamp;
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
+use super::Ctx;
 use super::reconcile::{Inputs, patch_origin, publish_event, write_through};
 use crate::errors::{CallError, ReconcileError};
 use crate::metrics::cluster_label;
 use crate::queue::ObjectKey;
 use crate::registry::Cluster;
-use crate::shared::Shared;
 
 /// How a chain ended without an error.
 enum End {
@@ -41,14 +41,14 @@ fn step(what: impl Into<String>) -> impl FnOnce(CallError) -> ReconcileError {
     move |error| ReconcileError { step, error }
 }
 
-fn cluster(shared: &Shared, name: &str) -> Result<Arc<Cluster>, ReconcileError> {
+fn cluster(shared: &Ctx, name: &str) -> Result<Arc<Cluster>, ReconcileError> {
     shared.registry.get(name).ok_or_else(|| ReconcileError {
         step: format!("reach WorkerCluster {name}"),
         error: CallError::NotConnected(name.to_string()),
     })
 }
 
-fn leader_only(shared: &Shared) -> Result<(), ReconcileError> {
+fn leader_only(shared: &Ctx) -> Result<(), ReconcileError> {
     if shared.is_leader() {
         Ok(())
     } else {
@@ -86,7 +86,7 @@ fn server_message(e: &CallError) -> String {
 
 /// Performs `decision`; returns when to reconcile again, or the first error of a failed chain.
 pub async fn execute(
-    shared: &Arc<Shared>,
+    shared: &Arc<Ctx>,
     key: &ObjectKey,
     origin: &OriginView,
     inputs: &Inputs,
@@ -111,7 +111,7 @@ pub async fn execute(
 }
 
 async fn run_chain(
-    shared: &Arc<Shared>,
+    shared: &Arc<Ctx>,
     key: &ObjectKey,
     origin: &OriginView,
     inputs: &Inputs,
@@ -129,7 +129,7 @@ async fn run_chain(
 }
 
 async fn perform(
-    shared: &Arc<Shared>,
+    shared: &Arc<Ctx>,
     key: &ObjectKey,
     origin: &OriginView,
     inputs: &Inputs,
@@ -148,7 +148,7 @@ async fn perform(
                 .map_err(step(format!(
                     "write the placement intent ({cluster}, epoch {epoch})"
                 )))?;
-            write_through(shared, key, &obj);
+            write_through(shared, key, &patch, &obj);
             shared.queue.add(key.clone());
             debug!(cluster, epoch, "placement intent written");
         }
@@ -299,7 +299,7 @@ async fn perform(
 /// A create (or its namespace) failed: a refusal or no answer becomes a hint and the next decision
 /// moves the Job on at once; anything else is an error (retried with backoff).
 fn turned_down(
-    shared: &Shared,
+    shared: &Ctx,
     key: &ObjectKey,
     origin: &OriginView,
     handle: &Cluster,
@@ -335,7 +335,7 @@ fn turned_down(
 }
 
 async fn write_status(
-    shared: &Arc<Shared>,
+    shared: &Arc<Ctx>,
     key: &ObjectKey,
     origin: &OriginView,
     inputs: &Inputs,
@@ -346,7 +346,7 @@ async fn write_status(
     let label = cluster_label(&named, shared.registry.get(&named).is_some()).to_string();
     match patch_origin(shared, key, patch, true).await {
         Ok(obj) => {
-            write_through(shared, key, &obj);
+            write_through(shared, key, patch, &obj);
             shared.queue.add(key.clone());
             shared
                 .metrics
@@ -386,7 +386,7 @@ async fn write_status(
 
 /// A create answered AlreadyExists: whose Job holds the name?
 async fn adopt(
-    shared: &Shared,
+    shared: &Ctx,
     key: &ObjectKey,
     origin: &OriginView,
     inputs: &Inputs,
@@ -431,7 +431,7 @@ async fn adopt(
     )
 }
 
-fn dispatched(shared: &Shared, inputs: &Inputs, cluster: &str, result: &str, epoch: u64) {
+fn dispatched(shared: &Ctx, inputs: &Inputs, cluster: &str, result: &str, epoch: u64) {
     let m = &shared.metrics;
     let cluster = cluster_label(cluster, shared.registry.get(cluster).is_some());
     m.dispatch_total.with_label_values(&[cluster, result]).inc();

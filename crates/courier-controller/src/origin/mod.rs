@@ -4,9 +4,10 @@
 //!
 //! Keys come from origin events (only when the resourceVersion changed), mirror events on any
 //! worker (a mirror and its origin share `namespace/name`), cluster changes (readiness, add/remove,
-//! labels/weight/paused: see `Shared::on_cluster_changed`), decisions' own requeues, retries with
+//! labels/weight/paused: see `Ctx::on_cluster_changed`), decisions' own requeues, retries with
 //! backoff, and a periodic resync.
 
+mod context;
 mod execute;
 pub mod reconcile;
 pub mod store;
@@ -24,7 +25,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::backoff::Backoff;
 use crate::errors::{CallError, chain, with_timeout};
 use crate::queue::ObjectKey;
-use crate::shared::Shared;
+pub use context::{Ctx, Memory};
 use store::Upsert;
 
 fn key_of(obj: &DynamicObject) -> Option<ObjectKey> {
@@ -34,7 +35,7 @@ fn key_of(obj: &DynamicObject) -> Option<ObjectKey> {
     ))
 }
 
-fn apply(shared: &Shared, obj: &DynamicObject) {
+fn apply(shared: &Ctx, obj: &DynamicObject) {
     let Some(key) = key_of(obj) else { return };
     let json = match serde_json::to_value(obj) {
         Ok(v) => v,
@@ -55,7 +56,7 @@ fn apply(shared: &Shared, obj: &DynamicObject) {
     }
 }
 
-fn forget(shared: &Shared, key: &ObjectKey) {
+fn forget(shared: &Ctx, key: &ObjectKey) {
     if shared.origins.remove(key).is_some() {
         debug!(origin = %key, "origin gone");
     }
@@ -63,7 +64,7 @@ fn forget(shared: &Shared, key: &ObjectKey) {
 }
 
 /// Watches Jobs in every namespace of the management cluster.
-pub async fn watch_origins(shared: Arc<Shared>) {
+pub async fn watch_origins(shared: Arc<Ctx>) {
     let api: Api<DynamicObject> = Api::all_with(shared.mgmt.clone(), &shared.jobs_ar);
     let stream = watcher::watcher(api, watcher::Config::default()).backoff(Backoff::new(
         shared.tuning.backoff_min,
@@ -97,7 +98,7 @@ pub async fn watch_origins(shared: Arc<Shared>) {
 }
 
 /// The full origin Job as JSON (what a mirror is built from), `None` if it is gone.
-pub async fn get_origin_json(shared: &Shared, key: &ObjectKey) -> Result<Option<Value>, CallError> {
+pub async fn get_origin_json(shared: &Ctx, key: &ObjectKey) -> Result<Option<Value>, CallError> {
     let api: Api<DynamicObject> =
         Api::namespaced_with(shared.mgmt.clone(), &key.namespace, &shared.jobs_ar);
     let obj = with_timeout(shared.tuning.request_timeout, api.get_opt(&key.name)).await?;
@@ -106,7 +107,7 @@ pub async fn get_origin_json(shared: &Shared, key: &ObjectKey) -> Result<Option<
 }
 
 /// One queue worker: reconciles keys while this replica leads.
-pub async fn worker(shared: Arc<Shared>) {
+pub async fn worker(shared: Arc<Ctx>) {
     let mut leader = shared.leader.subscribe();
     loop {
         // Standbys keep caches warm but never reconcile.
@@ -135,8 +136,8 @@ pub async fn worker(shared: Arc<Shared>) {
 }
 
 /// Re-queues every origin that still needs attention every `resync_interval`.
-pub async fn resync(shared: Arc<Shared>) {
-    let mut tick = crate::shared::every(shared.tuning.resync_interval);
+pub async fn resync(shared: Arc<Ctx>) {
+    let mut tick = crate::config::every(shared.tuning.resync_interval);
     loop {
         tokio::select! {
             _ = shared.token.cancelled() => return,

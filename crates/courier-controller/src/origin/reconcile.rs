@@ -35,14 +35,14 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::Ctx;
 use super::execute::execute;
 use super::get_origin_json;
 use super::store::{self, OriginEntry};
-use crate::FIELD_MANAGER;
+use crate::config::FIELD_MANAGER;
 use crate::errors::{CallError, ReconcileError, with_timeout};
 use crate::queue::ObjectKey;
 use crate::registry::ProbeState;
-use crate::shared::Shared;
 
 /// What a reconcile reads, gathered from the caches in one pass.
 pub struct Inputs {
@@ -59,7 +59,7 @@ pub struct Inputs {
 /// A duplicate registration (`DuplicateCluster`) is never eligible for placement, and shows the
 /// health and the mirror of the registration it duplicates (the same API server) for a Job placed
 /// through it before the duplicate was known, which is then followed, not fenced.
-pub fn gather(shared: &Shared, key: &ObjectKey) -> Option<Inputs> {
+pub fn gather(shared: &Ctx, key: &ObjectKey) -> Option<Inputs> {
     let entry = shared.origins.get(key)?;
     let intent_cluster = entry.view.intent().map(|i| i.cluster);
     let mut mirrors = BTreeMap::new();
@@ -121,7 +121,7 @@ pub fn gather(shared: &Shared, key: &ObjectKey) -> Option<Inputs> {
 
 /// What decide would do now, without doing it (for `explain`). A mirror body is built from the
 /// cached (trimmed) origin, so the plan shows the create even though no template is at hand.
-pub fn dry_run(shared: &Shared, key: &ObjectKey) -> Option<(Inputs, Decision)> {
+pub fn dry_run(shared: &Ctx, key: &ObjectKey) -> Option<(Inputs, Decision)> {
     let inputs = gather(shared, key)?;
     let v = &inputs.entry.view;
     let origin_json = json!({
@@ -143,7 +143,7 @@ pub fn dry_run(shared: &Shared, key: &ObjectKey) -> Option<(Inputs, Decision)> {
 }
 
 /// Reconciles `key` and schedules what follows (requeue, retry with backoff, or nothing).
-pub async fn run(shared: &Arc<Shared>, key: &ObjectKey) {
+pub async fn run(shared: &Arc<Ctx>, key: &ObjectKey) {
     match reconcile(shared, key).await {
         Ok(requeue) => {
             shared
@@ -179,10 +179,7 @@ pub async fn run(shared: &Arc<Shared>, key: &ObjectKey) {
     }
 }
 
-async fn reconcile(
-    shared: &Arc<Shared>,
-    key: &ObjectKey,
-) -> Result<Option<Duration>, ReconcileError> {
+async fn reconcile(shared: &Arc<Ctx>, key: &ObjectKey) -> Result<Option<Duration>, ReconcileError> {
     if !shared.registry.is_synced() || !shared.origins.is_synced() {
         return Ok(Some(shared.tuning.short_retry));
     }
@@ -230,7 +227,7 @@ async fn reconcile(
 }
 
 pub async fn patch_origin(
-    shared: &Shared,
+    shared: &Ctx,
     key: &ObjectKey,
     patch: &Value,
     status: bool,
@@ -250,13 +247,20 @@ pub async fn patch_origin(
     }
 }
 
-/// Puts the server's answer to our own write into the cache (it is at least as new as the cache:
-/// the write carried the cached resourceVersion as a precondition).
-pub fn write_through(shared: &Shared, key: &ObjectKey, obj: &DynamicObject) {
+/// Puts the server's answer to our own write (`patch`, which carries the resourceVersion it was
+/// made from as a precondition) into the cache, unless the watch has moved past that version
+/// already (`OriginStore::write_through`).
+pub fn write_through(shared: &Ctx, key: &ObjectKey, patch: &Value, obj: &DynamicObject) {
+    let Some(sent) = patch
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+    else {
+        return;
+    };
     if let Ok(json) = serde_json::to_value(obj)
         && let Ok(Some(entry)) = store::trim(&json)
     {
-        shared.origins.upsert(key.clone(), entry);
+        shared.origins.write_through(key.clone(), sent, entry);
     }
 }
 
@@ -292,7 +296,7 @@ fn truncate(s: &str, limit: usize) -> String {
 /// reference carries the origin's resourceVersion, so repeats of one decision on an unchanged
 /// origin aggregate into one event series while a new decision gets a new event.
 pub async fn publish_event(
-    shared: &Shared,
+    shared: &Ctx,
     origin: &OriginView,
     reason: &str,
     type_: EventType,

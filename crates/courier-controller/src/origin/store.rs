@@ -134,12 +134,6 @@ pub fn trim(job: &Value) -> Result<Option<OriginEntry>, ViewError> {
     Ok(Some(OriginEntry { view, created }))
 }
 
-/// Whether resourceVersion `a` is newer than `b` (both numeric, as etcd and kubesim write them);
-/// `None` when either is not a number (then the caller must not guess).
-pub fn rv_newer(a: &str, b: &str) -> Option<bool> {
-    Some(a.parse::<u64>().ok()? > b.parse::<u64>().ok()?)
-}
-
 #[derive(Default)]
 struct Inner {
     map: HashMap<ObjectKey, Arc<OriginEntry>>,
@@ -147,6 +141,10 @@ struct Inner {
     placed: HashMap<String, u32>,
     /// Keys seen since the watcher's last `Init` (a re-list); `None` outside a re-list.
     relisting: Option<HashSet<ObjectKey>>,
+    /// Versions our own writes put into the cache before the watch delivered them. resourceVersions
+    /// are opaque (never compared as numbers): the watch delivers one object's versions in order,
+    /// so until it delivers this one, what it delivers for the key is older.
+    ahead: HashMap<ObjectKey, String>,
 }
 
 impl Inner {
@@ -168,7 +166,7 @@ pub enum Upsert {
     Changed,
     /// Same resourceVersion as cached.
     Unchanged,
-    /// Older than the cached version (a write-through got ahead of the watch); ignored.
+    /// Delivered by the watch before a version our own write already put into the cache; ignored.
     Older,
 }
 
@@ -199,21 +197,32 @@ impl OriginStore {
         self.read().map.len()
     }
 
-    /// Inserts or replaces `key`, unless the cached version is newer.
+    /// Stores what the watch delivered (or a re-list listed): the watch's order decides, except
+    /// that a version our own write put here first (see [`Self::write_through`]) is kept until
+    /// the watch delivers it. A re-list replaces whatever it lists.
     pub fn upsert(&self, key: ObjectKey, entry: OriginEntry) -> Upsert {
         let mut inner = self.write();
-        if let Some(seen) = inner.relisting.as_mut() {
-            seen.insert(key.clone());
+        let relisting = match inner.relisting.as_mut() {
+            Some(seen) => {
+                seen.insert(key.clone());
+                true
+            }
+            None => false,
+        };
+        if let Some(ours) = inner.ahead.get(&key) {
+            if !relisting && entry.view.resource_version.as_ref() != Some(ours) {
+                return Upsert::Older;
+            }
+            inner.ahead.remove(&key);
         }
         let verdict = match inner.map.get(&key) {
-            None => Upsert::Changed,
-            Some(old) => match (&old.view.resource_version, &entry.view.resource_version) {
-                (Some(a), Some(b)) if a == b => Upsert::Unchanged,
-                (Some(old_rv), Some(new_rv)) if rv_newer(old_rv, new_rv) == Some(true) => {
-                    Upsert::Older
-                }
-                _ => Upsert::Changed,
-            },
+            Some(old)
+                if old.view.resource_version.is_some()
+                    && old.view.resource_version == entry.view.resource_version =>
+            {
+                Upsert::Unchanged
+            }
+            _ => Upsert::Changed,
         };
         if verdict == Upsert::Changed {
             let entry = Arc::new(entry);
@@ -225,8 +234,34 @@ impl OriginStore {
         verdict
     }
 
+    /// Stores the server's answer to our own write, made with the precondition
+    /// `resourceVersion: sent`. The answer is the version right after `sent`, so it is newer than
+    /// the cache exactly when the cache still holds `sent`; otherwise the watch has delivered it
+    /// already (or more) and the cache is left alone.
+    pub fn write_through(&self, key: ObjectKey, sent: &str, entry: OriginEntry) -> Upsert {
+        let mut inner = self.write();
+        let cached = inner
+            .map
+            .get(&key)
+            .and_then(|e| e.view.resource_version.as_deref());
+        if cached != Some(sent) {
+            return Upsert::Older;
+        }
+        let Some(rv) = entry.view.resource_version.clone() else {
+            return Upsert::Older;
+        };
+        let entry = Arc::new(entry);
+        inner.count(&entry, 1);
+        if let Some(old) = inner.map.insert(key.clone(), entry) {
+            inner.count(&old, -1);
+        }
+        inner.ahead.insert(key, rv);
+        Upsert::Changed
+    }
+
     pub fn remove(&self, key: &ObjectKey) -> Option<Arc<OriginEntry>> {
         let mut inner = self.write();
+        inner.ahead.remove(key);
         let old = inner.map.remove(key);
         if let Some(old) = &old {
             inner.count(old, -1);
@@ -252,6 +287,7 @@ impl OriginStore {
             .cloned()
             .collect();
         for key in &gone {
+            inner.ahead.remove(key);
             if let Some(old) = inner.map.remove(key) {
                 inner.count(&old, -1);
             }
@@ -395,10 +431,6 @@ mod tests {
         };
         assert_eq!(s.upsert(k.clone(), e7), Upsert::Changed);
         assert_eq!((s.placed_on("w1"), s.placed_on("w2")), (0, 1));
-        let Some(e6) = entry("6", Some("w1"), false) else {
-            panic!()
-        };
-        assert_eq!(s.upsert(k.clone(), e6), Upsert::Older);
         let Some(e8) = entry("8", Some("w2"), true) else {
             panic!()
         };
@@ -408,5 +440,76 @@ mod tests {
         assert_eq!(s.relist_done(), vec![k]);
         assert!(s.is_synced());
         assert_eq!(s.len(), 0);
+    }
+
+    /// resourceVersions are opaque: the watch's order says which version is newer, never their
+    /// text (here a later version that reads as a smaller number, then ones that are not numbers).
+    #[test]
+    fn the_watch_order_decides_not_the_resource_version_text() {
+        let s = OriginStore::default();
+        let k = ObjectKey::new("ns", "a");
+        let entry = |rv| trim(&job(rv, Some("w1"), false)).ok().flatten();
+        let (Some(e100), Some(e20), Some(ex)) = (entry("100"), entry("20"), entry("x9")) else {
+            panic!()
+        };
+        assert_eq!(s.upsert(k.clone(), e100), Upsert::Changed);
+        assert_eq!(s.upsert(k.clone(), e20), Upsert::Changed, "delivered later");
+        assert_eq!(
+            s.get(&k)
+                .and_then(|e| e.view.resource_version.clone())
+                .as_deref(),
+            Some("20")
+        );
+        assert_eq!(s.upsert(k.clone(), ex), Upsert::Changed);
+        assert_eq!(
+            s.get(&k)
+                .and_then(|e| e.view.resource_version.clone())
+                .as_deref(),
+            Some("x9")
+        );
+    }
+
+    /// Our own writes get ahead of the watch: the versions the watch delivers before the last of
+    /// them are older and ignored, whatever their text; then the watch decides again.
+    #[test]
+    fn a_write_through_holds_until_the_watch_delivers_it() {
+        let s = OriginStore::default();
+        let k = ObjectKey::new("ns", "a");
+        let entry = |rv| trim(&job(rv, Some("w1"), false)).ok().flatten();
+        let (Some(a), Some(c), Some(e), Some(c2), Some(e2), Some(f)) = (
+            entry("a"),
+            entry("c"),
+            entry("e"),
+            entry("c"),
+            entry("e"),
+            entry("f"),
+        ) else {
+            panic!()
+        };
+        let rv = |s: &OriginStore| s.get(&k).and_then(|e| e.view.resource_version.clone());
+        assert_eq!(s.upsert(k.clone(), a), Upsert::Changed);
+        // Two writes in a row (preconditions "a", then "c") before the watch shows either.
+        assert_eq!(s.write_through(k.clone(), "a", c), Upsert::Changed);
+        assert_eq!(s.write_through(k.clone(), "c", e), Upsert::Changed);
+        assert_eq!(s.upsert(k.clone(), c2), Upsert::Older, "the watch lags");
+        assert_eq!(rv(&s).as_deref(), Some("e"));
+        assert_eq!(s.upsert(k.clone(), e2), Upsert::Unchanged);
+        assert_eq!(
+            s.upsert(k.clone(), f),
+            Upsert::Changed,
+            "then the watch decides"
+        );
+        // The answer to a write made from a version the watch has already replaced is dropped.
+        let Some(g) = entry("g") else { panic!() };
+        assert_eq!(s.write_through(k.clone(), "e", g), Upsert::Older);
+        assert_eq!(rv(&s).as_deref(), Some("f"));
+        // A re-list lists what is there, whatever a write put here first.
+        let (Some(h), Some(x)) = (entry("h"), entry("x")) else {
+            panic!()
+        };
+        assert_eq!(s.write_through(k.clone(), "f", h), Upsert::Changed);
+        s.relist_started();
+        assert_eq!(s.upsert(k.clone(), x), Upsert::Changed);
+        assert_eq!(rv(&s).as_deref(), Some("x"));
     }
 }

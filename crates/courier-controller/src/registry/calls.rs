@@ -10,15 +10,20 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{
-    Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
-    PropagationPolicy,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+    PostParams, Preconditions, PropagationPolicy,
 };
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::Cluster;
-use crate::FIELD_MANAGER;
+use crate::config::FIELD_MANAGER;
 use crate::errors::{CallError, with_timeout};
+
+/// batch/v1 Jobs as a dynamic resource (origins and mirrors are read and built as JSON).
+pub fn jobs_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("batch", "v1", "Job"), "jobs")
+}
 
 /// How long a reconcile waits for a call slot on a busy worker before giving up.
 const SLOT_WAIT: Duration = Duration::from_millis(250);
@@ -144,7 +149,7 @@ impl Cluster {
     }
 
     fn jobs(client: kube::Client, ns: &str) -> Api<DynamicObject> {
-        Api::namespaced_with(client, ns, &crate::shared::jobs_resource())
+        Api::namespaced_with(client, ns, &jobs_resource())
     }
 
     /// Creates a Job on the worker.

@@ -35,13 +35,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::Ctx;
 use super::lifecycle::{self, normalize_server};
 use super::{Cluster, Connection, Health, ProbeState, mirrors, status};
 use crate::backoff::Backoff;
 use crate::credentials::probe::{classify, fresh};
 use crate::credentials::{self, ClientTimeouts};
 use crate::errors::with_timeout;
-use crate::shared::Shared;
 
 /// Watches may stay silent up to their server-side timeout; the read timeout allows that plus this.
 const WATCH_READ_MARGIN: Duration = Duration::from_secs(30);
@@ -61,7 +61,7 @@ struct TaskState {
 }
 
 /// Runs the cluster's task until the cluster is removed or the controller stops.
-pub async fn run(shared: Arc<Shared>, cluster: Arc<Cluster>) {
+pub async fn run(shared: Arc<Ctx>, cluster: Arc<Cluster>) {
     let mut st = TaskState {
         backoff: Backoff::new(shared.tuning.backoff_min, shared.tuning.backoff_max),
         watch: None,
@@ -84,7 +84,7 @@ pub async fn run(shared: Arc<Shared>, cluster: Arc<Cluster>) {
 }
 
 /// One pass; returns how long to sleep.
-async fn cycle(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState) -> Duration {
+async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) -> Duration {
     if !shared.registry.secrets.is_synced() {
         // Woken when the Secret list syncs.
         return shared.tuning.backoff_max;
@@ -147,8 +147,8 @@ async fn cycle(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState)
             cluster.set_health(h);
             return SYNC_POLL;
         }
-        if st.sweep && shared.is_leader() && shared.origins.is_synced() {
-            let deleted = crate::gc::sweep_cluster(shared, cluster).await;
+        if st.sweep && shared.is_leader() {
+            let deleted = shared.hooks.sweep(cluster.clone()).await;
             if deleted > 0 {
                 info!(cluster = %cluster.name, deleted, "removed stale and orphaned mirrors before turning Ready");
             }
@@ -172,7 +172,7 @@ async fn cycle(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState)
 }
 
 async fn failed(
-    shared: &Arc<Shared>,
+    shared: &Arc<Ctx>,
     cluster: &Arc<Cluster>,
     st: &mut TaskState,
     reason: &'static str,
@@ -206,7 +206,7 @@ async fn failed(
 /// garbage collection and has no watch of its own (Jobs placed through it before that was known
 /// are followed through the older one's), and it looks again every backoff cap.
 async fn duplicate(
-    shared: &Arc<Shared>,
+    shared: &Arc<Ctx>,
     cluster: &Arc<Cluster>,
     st: &mut TaskState,
     other: String,
@@ -244,7 +244,7 @@ fn stop_watch(cluster: &Cluster, st: &mut TaskState) {
 /// Records the probe outcome; reports transitions (origins to re-examine, a log line when it turns
 /// Ready). Returns whether the state or the reason changed.
 fn set_health(
-    shared: &Arc<Shared>,
+    shared: &Arc<Ctx>,
     cluster: &Arc<Cluster>,
     state: ProbeState,
     reason: &'static str,
@@ -280,7 +280,7 @@ fn set_health(
 
 /// The kubeconfig text from the cluster's Secret, or the condition reason and message.
 pub(super) fn kubeconfig_text(
-    shared: &Shared,
+    shared: &Ctx,
     cluster: &Cluster,
 ) -> Result<String, (&'static str, String)> {
     let wc = cluster.worker_cluster();
@@ -312,7 +312,7 @@ pub(super) fn kubeconfig_text(
 /// When the cluster's Secret is missing from the (labelled) cache: one GET by name tells whether it
 /// exists without the label `courier.dev/kubeconfig=true`; then the message naming the fix. None
 /// when it does not exist, or the GET fails (the plain "not found" stands).
-async fn unlabelled_secret(shared: &Shared, cluster: &Cluster) -> Option<String> {
+async fn unlabelled_secret(shared: &Ctx, cluster: &Cluster) -> Option<String> {
     let name = cluster
         .worker_cluster()
         .spec
@@ -344,7 +344,7 @@ async fn unlabelled_secret(shared: &Shared, cluster: &Cluster) -> Option<String>
 }
 
 /// Parses the kubeconfig under the policy and builds the request and watch clients.
-async fn connect(shared: &Shared, cluster: &Cluster, text: &str) -> Result<Connection, String> {
+async fn connect(shared: &Ctx, cluster: &Cluster, text: &str) -> Result<Connection, String> {
     let wc = cluster.worker_cluster();
     let r = &wc.spec.kubeconfig_secret_ref;
     let place = format!(
@@ -409,7 +409,7 @@ fn disconnect(cluster: &Cluster, st: &mut TaskState) {
     cluster.set_identity(|i| *i = lifecycle::Identity::default());
 }
 
-fn restart_watch(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState) {
+fn restart_watch(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) {
     if let Some(w) = st.watch.take() {
         w.cancel();
     }
@@ -430,7 +430,7 @@ fn restart_watch(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskStat
 /// The shared worker probe ([`credentials::probe`]: `/version`, the version gate, the rights), then
 /// the `kube-system` namespace's UID (the worker's identity). Returns the version and the UID.
 async fn probe(
-    shared: &Shared,
+    shared: &Ctx,
     conn: &Connection,
 ) -> Result<(String, String), (&'static str, String)> {
     let deadline = shared.tuning.request_timeout;

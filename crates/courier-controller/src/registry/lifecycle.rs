@@ -27,10 +27,10 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::Ctx;
 use super::{Cluster, Connection, ProbeState};
-use crate::FIELD_MANAGER;
+use crate::config::FIELD_MANAGER;
 use crate::errors::{CallError, with_timeout};
-use crate::shared::Shared;
 
 /// What identifies the API server behind a registration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -69,7 +69,7 @@ fn age_key(c: &Cluster) -> (Option<Timestamp>, String) {
 }
 
 /// The server URL of another registration: from its connection, else from its Secret.
-fn server_of(shared: &Shared, other: &Cluster) -> Option<String> {
+fn server_of(shared: &Ctx, other: &Cluster) -> Option<String> {
     if let Some(s) = other.identity().server {
         return Some(s);
     }
@@ -79,7 +79,7 @@ fn server_of(shared: &Shared, other: &Cluster) -> Option<String> {
 }
 
 /// The older registration `me` duplicates and why, or `None`.
-pub fn duplicate_of(shared: &Shared, me: &Cluster) -> Option<(String, String)> {
+pub fn duplicate_of(shared: &Ctx, me: &Cluster) -> Option<(String, String)> {
     let mine = me.identity();
     let my_age = age_key(me);
     for other in shared.registry.all() {
@@ -115,7 +115,7 @@ pub fn duplicate_of(shared: &Shared, me: &Cluster) -> Option<(String, String)> {
 /// Marks the later registrations of `me`'s API server as its duplicates at once (before `me`
 /// turns Ready and sweeps its mirrors: a Job placed through a later one is the same Job, not a
 /// stale one), and wakes them so their condition says so.
-pub fn claim_later_duplicates(shared: &Shared, me: &Cluster) {
+pub fn claim_later_duplicates(shared: &Ctx, me: &Cluster) {
     let mine = me.identity();
     let my_age = age_key(me);
     for other in shared.registry.all() {
@@ -153,7 +153,7 @@ fn has_finalizer(wc: &WorkerCluster) -> bool {
 }
 
 async fn set_finalizers(
-    shared: &Shared,
+    shared: &Ctx,
     wc: &WorkerCluster,
     finalizers: Vec<String>,
 ) -> Result<WorkerCluster, CallError> {
@@ -175,7 +175,7 @@ async fn set_finalizers(
 }
 
 /// Adds the drain finalizer to a WorkerCluster that is not being deleted (leader only).
-pub async fn ensure_finalizer(shared: &Shared, cluster: &Cluster) {
+pub async fn ensure_finalizer(shared: &Ctx, cluster: &Cluster) {
     let wc = cluster.worker_cluster();
     if wc.metadata.deletion_timestamp.is_some() || has_finalizer(&wc) || !shared.is_leader() {
         return;
@@ -195,7 +195,7 @@ pub async fn ensure_finalizer(shared: &Shared, cluster: &Cluster) {
 
 /// A deleted WorkerCluster: releases its finalizer once drained, or once it stayed unreachable for
 /// the worker-lost timeout since the deletion started (leader only). Returns whether it released.
-pub async fn release_if_drained(shared: &Shared, cluster: &Cluster) -> bool {
+pub async fn release_if_drained(shared: &Ctx, cluster: &Cluster) -> bool {
     let wc = cluster.worker_cluster();
     let Some(deleted) = wc.metadata.deletion_timestamp.as_ref().map(|t| t.0) else {
         return false;

@@ -31,10 +31,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::Cluster;
+use super::Ctx;
 use crate::backoff::Backoff;
 use crate::errors::chain;
 use crate::queue::ObjectKey;
-use crate::shared::Shared;
 
 /// One cached mirror.
 #[derive(Debug, Clone)]
@@ -191,7 +191,7 @@ pub fn trim(obj: &DynamicObject) -> Option<(ObjectKey, MirrorEntry)> {
 /// Runs one watch of `cluster`'s mirrors with `client` until `token` is cancelled. Every change
 /// queues the origin with the same `namespace/name`.
 pub async fn watch(
-    shared: Arc<Shared>,
+    shared: Arc<Ctx>,
     cluster: Arc<Cluster>,
     client: kube::Client,
     token: CancellationToken,

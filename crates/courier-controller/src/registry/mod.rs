@@ -10,6 +10,7 @@
 
 pub mod calls;
 pub mod cluster;
+mod context;
 pub mod lifecycle;
 pub mod mirrors;
 pub mod status;
@@ -34,7 +35,7 @@ use tracing::{info, warn};
 
 use crate::backoff::Backoff;
 use crate::errors::chain;
-use crate::shared::Shared;
+pub use context::{Ctx, Hooks};
 use mirrors::MirrorCache;
 
 /// How a cluster's last probe went.
@@ -108,7 +109,7 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    fn new(wc: WorkerCluster, shared: &Shared, cancel: CancellationToken) -> Self {
+    fn new(wc: WorkerCluster, shared: &Ctx, cancel: CancellationToken) -> Self {
         let name = wc.metadata.name.clone().unwrap_or_default();
         // Seed from the status a previous leader wrote, so "not Ready since" survives restarts.
         let ready_cond = wc
@@ -295,7 +296,7 @@ impl Registry {
 }
 
 /// Adds or updates a cluster from its WorkerCluster; spawns the task of a new one.
-fn apply_worker_cluster(shared: &Arc<Shared>, wc: WorkerCluster) {
+fn apply_worker_cluster(shared: &Arc<Ctx>, wc: WorkerCluster) {
     let Some(name) = wc.metadata.name.clone().filter(|n| !n.is_empty()) else {
         return;
     };
@@ -331,7 +332,7 @@ fn apply_worker_cluster(shared: &Arc<Shared>, wc: WorkerCluster) {
     shared.on_cluster_changed(&name);
 }
 
-fn remove_worker_cluster(shared: &Arc<Shared>, name: &str) {
+fn remove_worker_cluster(shared: &Arc<Ctx>, name: &str) {
     if let Some(c) = shared.registry.remove(name) {
         info!(cluster = %name, "WorkerCluster removed");
         c.cancel.cancel();
@@ -343,7 +344,7 @@ fn remove_worker_cluster(shared: &Arc<Shared>, name: &str) {
 }
 
 /// Watches WorkerClusters (cluster-scoped) and keeps the registry in step.
-pub async fn watch_worker_clusters(shared: Arc<Shared>) {
+pub async fn watch_worker_clusters(shared: Arc<Ctx>) {
     let api: Api<WorkerCluster> = Api::all(shared.mgmt.clone());
     let stream = watcher::watcher(api, watcher::Config::default()).backoff(Backoff::new(
         shared.tuning.backoff_min,
@@ -396,7 +397,7 @@ pub fn kubeconfig_secret_selector() -> String {
 
 /// Watches the Secrets in Courier's namespace labelled `courier.dev/kubeconfig=true`; a change
 /// wakes the clusters that reference it.
-pub async fn watch_secrets(shared: Arc<Shared>) {
+pub async fn watch_secrets(shared: Arc<Ctx>) {
     let api: Api<Secret> = Api::namespaced(shared.mgmt.clone(), &shared.cfg.namespace);
     let config = watcher::Config::default().labels(&kubeconfig_secret_selector());
     let stream = watcher::watcher(api, config).backoff(Backoff::new(

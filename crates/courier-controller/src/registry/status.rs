@@ -13,13 +13,13 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tracing::{debug, warn};
 
+use super::Ctx;
 use super::{Cluster, ProbeState};
-use crate::FIELD_MANAGER;
+use crate::config::FIELD_MANAGER;
 use crate::errors::with_timeout;
-use crate::shared::Shared;
 
 /// The status this replica would write for `cluster` now, or `None` before the first verdict.
-pub fn desired(shared: &Shared, cluster: &Cluster) -> Option<WorkerClusterStatus> {
+pub fn desired(shared: &Ctx, cluster: &Cluster) -> Option<WorkerClusterStatus> {
     let h = cluster.health();
     if h.state == ProbeState::Pending {
         return None;
@@ -46,7 +46,7 @@ pub fn desired(shared: &Shared, cluster: &Cluster) -> Option<WorkerClusterStatus
         conditions,
         server_version: h.server_version.clone(),
         current_mirrors: Some(
-            i32::try_from(shared.origins.placed_on(&cluster.name)).unwrap_or(i32::MAX),
+            i32::try_from(shared.hooks.placed_on(&cluster.name)).unwrap_or(i32::MAX),
         ),
         last_probe_time: Some(Time(h.last_probe.unwrap_or(now))),
     })
@@ -62,7 +62,7 @@ fn same_condition(a: &Condition, b: &Condition) -> bool {
 }
 
 /// Writes the status if it changed (or the heartbeat is due). Leader only; errors are logged.
-pub async fn publish(shared: &Shared, cluster: &Cluster) {
+pub async fn publish(shared: &Ctx, cluster: &Cluster) {
     if !shared.is_leader() {
         return;
     }

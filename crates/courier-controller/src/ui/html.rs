@@ -538,7 +538,7 @@ pub fn job_live(v: &JobView) -> String {
         out,
         "<p class=\"hint\">The events Courier recorded (the latest {}). Events of the worker's own \
          controllers (pods, images, scheduling) are in <code>courier describe job {} -n {}</code>.</p></section>",
-        super::recent::PER_ORIGIN,
+        crate::recent::PER_ORIGIN,
         esc(&v.name),
         esc(&v.namespace)
     );

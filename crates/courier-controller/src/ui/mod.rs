@@ -4,7 +4,6 @@
 //! view makes no request to any API server, except the access reviews of `auth.rs` when the view
 //! is bound to a non-loopback address (cached briefly per token).
 //!
-//! - `recent`: the bounded per-origin memory of the events Courier recorded.
 //! - `model`: view models, pure functions of snapshots (unit-tested in `model_tests.rs`).
 //! - `html`: the pages' HTML from the view models; `assets/`: the CSS and the small script that
 //!   keeps pages live, embedded in the binary (no CDN, no build step).
@@ -14,7 +13,6 @@
 mod auth;
 mod html;
 mod model;
-pub mod recent;
 mod server;
 
 pub use server::serve;

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::recent::EventSnapshot;
 use crate::snapshot::MirrorSnapshot;
-use crate::ui::recent::EventSnapshot;
 
 const NOW: &str = "2026-03-01T12:00:00Z";
 

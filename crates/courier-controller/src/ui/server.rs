@@ -27,8 +27,8 @@ use tracing::{info, warn};
 use super::auth::{Access, COOKIE, Caller, Reviewer, token_of};
 use super::html::{self, Chrome, Nav};
 use super::model::{self, JobFilter, form_decode, query_pairs};
+use crate::origin::Ctx;
 use crate::queue::ObjectKey;
-use crate::shared::Shared;
 use crate::snapshot;
 
 /// Requests served at once.
@@ -44,7 +44,7 @@ const JS: &str = include_str!("assets/app.js");
 type Resp = Response<Full<Bytes>>;
 
 struct Ui {
-    shared: Arc<Shared>,
+    shared: Arc<Ctx>,
     /// `None`: bound to loopback, no access checks.
     reviewer: Option<Reviewer>,
     slots: Semaphore,
@@ -449,7 +449,7 @@ fn same_origin(h: &http::HeaderMap) -> bool {
 
 /// Serves the web view on `listener` until the controller stops. A loopback address serves
 /// everyone everything; any other address requires a bearer token (see `auth.rs`).
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+pub async fn serve(listener: TcpListener, shared: Arc<Ctx>) {
     let local = listener
         .local_addr()
         .map(|a| a.ip().is_loopback())

@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::JobStatus;
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use courier_api::reasons::EVENT_DISPATCH_FAILED;
+use courier_api::reasons::{EVENT_DISPATCH_FAILED, EVENT_STATUS_SYNC_FAILED};
 use courier_api::{ANNOTATION_EPOCH, ANNOTATION_REDISPATCHES, FINALIZER, LABEL_CLUSTER};
 
 use super::{
     Action, Decision, DispatchConfig, EventType, MirrorObservation, MirrorView, OriginView,
-    Propagation, ReconcileInput, Wait, merge_patch,
+    ReconcileInput, Wait, merge_patch,
 };
 use crate::dispatched;
 use crate::hints::AvoidKind;
@@ -22,6 +23,14 @@ use crate::mirror::mirror_for;
 use crate::ownership::{Intent, OriginIdentity, Ownership, classify, epoch_label};
 use crate::placement::{ClusterView, Exclusions, Ineligibility};
 use crate::status::{TranslateInput, translate_status, whole_seconds};
+
+/// The JSON merge patch from `old` to `new` (explicit nulls for cleared fields, `{}` when nothing
+/// changed); an error when either does not encode as JSON.
+pub(super) fn status_patch<T: Serialize>(old: &T, new: &T) -> Result<Value, serde_json::Error> {
+    let old = serde_json::to_value(old)?;
+    let new = serde_json::to_value(new)?;
+    Ok(merge_patch(&old, &new).unwrap_or_else(|| json!({})))
+}
 
 pub(super) struct Plan<'a> {
     pub(super) input: &'a ReconcileInput<'a>,
@@ -284,12 +293,22 @@ impl<'a> Plan<'a> {
     }
 
     pub(super) fn write_status(&mut self, status: JobStatus) -> bool {
+        let status_patch = match status_patch(&self.origin().status, &status) {
+            Ok(p) => p,
+            Err(e) => {
+                // Never a `null` patch: it would clear the origin's whole status.
+                let message = format!(
+                    "cannot encode the status of {} as JSON ({e}); it was not written",
+                    self.job_ref()
+                );
+                self.event(EVENT_STATUS_SYNC_FAILED, EventType::Warning, message);
+                self.requeue_after(self.config().retry_interval);
+                return false;
+            }
+        };
         if !self.claim_origin_write() {
             return false;
         }
-        let old = serde_json::to_value(&self.origin().status).unwrap_or(Value::Null);
-        let new = serde_json::to_value(&status).unwrap_or(Value::Null);
-        let status_patch = merge_patch(&old, &new).unwrap_or_else(|| json!({}));
         let patch = json!({ "metadata": self.precondition(), "status": status_patch });
         self.push(Action::WriteOriginStatus { status, patch });
         true
@@ -368,7 +387,6 @@ impl<'a> Plan<'a> {
             namespace: m.namespace.clone(),
             name: m.name.clone(),
             uid: m.uid.clone(),
-            propagation: Propagation::Background,
         }
     }
 
@@ -425,5 +443,31 @@ impl<'a> Plan<'a> {
                 self.requeue_after(self.config().retry_interval);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[test]
+    fn a_status_that_does_not_encode_is_an_error_not_a_null_patch() {
+        // JSON object keys must be strings: this value has no JSON form.
+        let bad: BTreeMap<(u8, u8), u8> = [((1, 2), 3)].into_iter().collect();
+        assert!(status_patch(&BTreeMap::new(), &bad).is_err());
+        assert!(status_patch(&bad, &BTreeMap::new()).is_err());
+        let old = JobStatus {
+            active: Some(1),
+            ..JobStatus::default()
+        };
+        let new = JobStatus {
+            succeeded: Some(1),
+            ..JobStatus::default()
+        };
+        let p = status_patch(&old, &new).ok();
+        assert_eq!(p, Some(json!({"active": null, "succeeded": 1})));
+        assert_eq!(status_patch(&old, &old).ok(), Some(json!({})));
     }
 }

@@ -7,7 +7,8 @@ mod kubeconfig;
 mod list;
 mod pause;
 mod remove;
-#[cfg(test)]
+// Against in-process kubesim clusters (`local`): only with the `sandbox` feature.
+#[cfg(all(test, feature = "sandbox"))]
 mod tests;
 mod token;
 
@@ -20,6 +21,8 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
+// The in-process clusters (`local`) register workers through the same checks.
+#[cfg(feature = "sandbox")]
 pub use add::{Registration, check_worker, create_registration, preflight_management, wait_ready};
 pub use kubeconfig::KubeconfigArgs;
 

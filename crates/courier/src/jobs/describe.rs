@@ -7,8 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use courier_api::reasons::CONDITION_READY;
 use courier_api::{
-    ANNOTATION_CLUSTER_SELECTOR, ANNOTATION_REDISPATCHES, DEFAULT_NAMESPACE, FINALIZER, MANAGED_BY,
-    WorkerCluster,
+    ANNOTATION_CLUSTER_SELECTOR, ANNOTATION_REDISPATCHES, FINALIZER, MANAGED_BY, WorkerCluster,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Event;
@@ -95,11 +94,12 @@ async fn show(args: &ManagementArgs, job: &str, timeout: Duration) -> anyhow::Re
 
 /// `describe` of a Job that might not exist, for callers that only have a client (`courier demo`,
 /// whose Courier runs in the default namespace).
+#[cfg(feature = "sandbox")]
 pub async fn explain_ref(client: &Client, ns: &str, name: &str) -> anyhow::Result<String> {
     let m = Management {
         client: client.clone(),
         namespace: ns.to_string(),
-        courier_namespace: DEFAULT_NAMESPACE.to_string(),
+        courier_namespace: courier_api::DEFAULT_NAMESPACE.to_string(),
     };
     let origin = get_origin(client, ns, name).await?;
     Ok(describe_text(&m, &origin, Duration::from_secs(10)).await)

@@ -14,10 +14,14 @@ use courier_core::phase::{JobPhase, PhaseFacts};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use kube::{Api, Client};
 
-pub use describe::{DescribeArgs, ExplainArgs, describe, explain, explain_ref};
+#[cfg(feature = "sandbox")]
+pub use describe::explain_ref;
+pub use describe::{DescribeArgs, ExplainArgs, describe, explain};
 pub use list::{JobsArgs, jobs};
 pub use logs::{LogsArgs, logs};
-pub use submit::{SubmitArgs, prepare_job, submit};
+#[cfg(feature = "sandbox")]
+pub use submit::prepare_job;
+pub use submit::{SubmitArgs, submit};
 
 use crate::util::api_message;
 

@@ -41,7 +41,6 @@ fn stale_deletes_are_independent_of_the_status_copy() {
             namespace: "ml".into(),
             name: "train".into(),
             uid: "mirror-uid-1".into(),
-            propagation: Propagation::Background
         }]
     );
     assert!(matches!(d.chains[1][0], Action::WriteOriginStatus { .. }));
