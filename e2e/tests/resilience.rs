@@ -339,7 +339,10 @@ async fn blackholed_or_slow_worker_does_not_slow_the_others() -> anyhow::Result<
             "only {} Jobs reached the healthy workers",
             faulty.len()
         );
-        let slack = Duration::from_millis(50);
+        // A reconcile worker held by the blackholed server waits for a request timeout (seconds), so
+        // a slack of a quarter second still tells a held worker from a busy machine (seen: p50 7 ms
+        // alone vs 72 ms with one blackholed, at load average 12 on 2 cores, nothing held).
+        let slack = Duration::from_millis(250);
         ensure!(f50 <= b50 * 2 + slack, "p50 {f50:?} > 2 x {b50:?}");
         ensure!(f95 <= b95 * 2 + slack, "p95 {f95:?} > 2 x {b95:?}");
         // A slow worker answers, only late: its calls hold reconcile workers for 1.5 s each.

@@ -103,12 +103,12 @@ pub const MANAGEMENT_CALLS: &[ApiCall] = &[
     call(M, "", "secrets", "", "watch", OwnNamespace, "worker kubeconfig Secrets labelled courier.dev/kubeconfig=true (rotation)"),
     call(M, "", "secrets", "", "get", OwnNamespace, "a referenced Secret missing from the labelled cache: does it exist without the label?"),
     ApiCall {
-        name: crate::DEFAULT_LEASE_NAME,
+        name: crate::config::DEFAULT_LEASE_NAME,
         ..call(M, "coordination.k8s.io", "leases", "", "get", OwnNamespace, "leader election: read the Lease")
     },
     call(M, "coordination.k8s.io", "leases", "", "create", OwnNamespace, "leader election: the first leader creates the Lease"),
     ApiCall {
-        name: crate::DEFAULT_LEASE_NAME,
+        name: crate::config::DEFAULT_LEASE_NAME,
         ..call(M, "coordination.k8s.io", "leases", "", "update", OwnNamespace, "leader election: acquire, renew, release")
     },
     ApiCall {
