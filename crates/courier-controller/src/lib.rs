@@ -47,6 +47,7 @@ mod shared;
 mod snapshot;
 mod ui;
 
+pub use courier_core::namespaces::{PodSecurityLevel, WorkerNamespaces};
 pub use queue::ObjectKey;
 pub use snapshot::{
     ClusterSnapshot, ConditionSnapshot, Explanation, JobPhase, JobSnapshot, MirrorSnapshot,
@@ -90,6 +91,9 @@ pub struct ControllerConfig {
     /// Leader-election identity (defaults to the pod/host name plus a random suffix).
     pub identity: String,
     pub credentials: CredentialPolicy,
+    /// Whether a Job's namespace is created on a worker that lacks it (`--create-worker-namespaces`,
+    /// with `--worker-namespace-pod-security`); by default it must exist there.
+    pub worker_namespaces: WorkerNamespaces,
 }
 
 impl Default for ControllerConfig {
@@ -109,6 +113,7 @@ impl Default for ControllerConfig {
             lease: None,
             identity: String::new(),
             credentials: CredentialPolicy::default(),
+            worker_namespaces: WorkerNamespaces::MustExist,
         }
     }
 }

@@ -125,6 +125,7 @@ impl Shared {
             refusal_backoff_min: tuning.refusal_backoff_min,
             refusal_backoff_max: tuning.refusal_backoff_max,
             foreign_backoff_max: tuning.foreign_backoff_max,
+            worker_namespaces: cfg.worker_namespaces,
         };
         Ok(Self {
             queue: WorkQueue::new(tuning.retry_min, tuning.retry_max),
@@ -418,6 +419,7 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(),
     }
     t.spawn(registry::watch_secrets(shared.clone()));
     t.spawn(registry::watch_worker_clusters(shared.clone()));
+    t.spawn(registry::namespaces::watch(shared.clone()));
     t.spawn(origin::watch_origins(shared.clone()));
     for _ in 0..shared.cfg.concurrency {
         t.spawn(origin::worker(shared.clone()));

@@ -13,7 +13,8 @@
 //!
 //! Each cycle also keeps the WorkerCluster's lifecycle ([`super::lifecycle`]): the drain finalizer,
 //! the release of a drained one, and the duplicate check (before any probe, and again with the
-//! `kube-system` namespace UID the probe reads).
+//! `kube-system` namespace UID the probe reads); then it claims the origin id on the worker
+//! ([`super::claim`]) before the watch starts.
 //!
 //! Becoming Ready (first connect or after an outage) waits for a fresh list of the worker's mirrors
 //! and, on the leader, a garbage-collection sweep of that worker, so stale mirrors (from epochs
@@ -24,7 +25,7 @@ use std::time::Duration;
 
 use courier_api::reasons::{
     REASON_CONNECTED, REASON_DUPLICATE_CLUSTER, REASON_FORBIDDEN, REASON_INVALID_KUBECONFIG,
-    REASON_SECRET_NOT_FOUND, REASON_UNAUTHORIZED, REASON_UNREACHABLE,
+    REASON_ORIGIN_ID_IN_USE, REASON_SECRET_NOT_FOUND, REASON_UNAUTHORIZED, REASON_UNREACHABLE,
 };
 use courier_core::status::whole_seconds;
 use jiff::Timestamp;
@@ -35,6 +36,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::claim::{self, ClaimError};
 use super::lifecycle::{self, normalize_server};
 use super::{Cluster, Connection, Health, ProbeState, mirrors, status};
 use crate::backoff::Backoff;
@@ -84,8 +86,8 @@ pub async fn run(shared: Arc<Shared>, cluster: Arc<Cluster>) {
 
 /// One pass; returns how long to sleep.
 async fn cycle(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState) -> Duration {
-    if !shared.registry.secrets.is_synced() {
-        // Woken when the Secret list syncs.
+    if !shared.registry.secrets.is_synced() || !shared.registry.namespaces.is_synced() {
+        // Woken when the Secret list and the namespace list sync.
         return shared.tuning.backoff_max;
     }
     lifecycle::ensure_finalizer(shared, cluster).await;
@@ -128,6 +130,18 @@ async fn cycle(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState)
     }
     cluster.set_duplicate_of(None);
     lifecycle::claim_later_duplicates(shared, cluster);
+    // Nothing acts on a worker before this management cluster holds its origin id there.
+    match claim::ensure(shared, cluster, &conn).await {
+        Ok(()) => {}
+        Err(ClaimError::InUse(why)) => {
+            return unusable(shared, cluster, st, REASON_ORIGIN_ID_IN_USE, why).await;
+        }
+        Err(ClaimError::Call(e)) => {
+            let (reason, message) = classify(&conn.server, &e);
+            let message = format!("claiming the origin id on the worker: {message}");
+            return failed(shared, cluster, st, reason, message).await;
+        }
+    }
     cluster.close_circuit();
     st.backoff.reset();
     if st.fresh_watch {
@@ -212,17 +226,23 @@ async fn duplicate(
         // Origins placed through it are now followed through the other registration.
         shared.requeue_placed_on(&cluster.name);
     }
+    unusable(shared, cluster, st, REASON_DUPLICATE_CLUSTER, why).await
+}
+
+/// The worker must not be used at all (a duplicate registration, or its origin id belongs to
+/// another management cluster): no watch, so no mirror cache, hence no placement, no garbage
+/// collection and no delete there; it looks again every backoff cap.
+async fn unusable(
+    shared: &Arc<Shared>,
+    cluster: &Arc<Cluster>,
+    st: &mut TaskState,
+    reason: &'static str,
+    why: String,
+) -> Duration {
     stop_watch(cluster, st);
     st.sweep = true;
-    if set_health(
-        shared,
-        cluster,
-        ProbeState::NotReady,
-        REASON_DUPLICATE_CLUSTER,
-        why.clone(),
-        None,
-    ) {
-        warn!(cluster = %cluster.name, message = %why, "duplicate WorkerCluster: not used");
+    if set_health(shared, cluster, ProbeState::NotReady, reason, why.clone(), None) {
+        warn!(cluster = %cluster.name, reason, message = %why, "WorkerCluster not used");
     }
     status::publish(shared, cluster).await;
     crate::backoff::jitter(shared.tuning.backoff_max)
@@ -429,7 +449,8 @@ async fn probe(
     // timeout (as long as the probe interval), so concurrent reviews cost up to seven TLS handshakes
     // per worker per probe (measured: most of an idle controller's CPU, docs/benchmarks.md).
     let mut missing = Vec::new();
-    for (verb, group, resource) in crate::api_calls::worker_rights() {
+    let creating = shared.cfg.worker_namespaces != crate::WorkerNamespaces::MustExist;
+    for (verb, group, resource) in crate::api_calls::worker_rights(creating) {
         let r = fresh(|| allowed(conn, verb, group, resource, deadline)).await;
         match r {
             Ok(true) => {}

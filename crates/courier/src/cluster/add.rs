@@ -314,7 +314,9 @@ pub async fn check_worker(min: &Minified, timeout: Duration) -> anyhow::Result<W
         );
     }
     // The same rights the controller's probe reviews: its table of worker calls.
-    let needed = courier_controller::api_calls::worker_rights();
+    // Namespace creation is not among them: a controller run with --create-worker-namespaces finds
+    // out at its probe (Ready=False, Forbidden, naming the right).
+    let needed = courier_controller::api_calls::worker_rights(false);
     let ssar: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut missing = Vec::new();
     for (verb, group, resource) in needed {

@@ -85,7 +85,6 @@ fn a_refusing_cluster_is_skipped_and_the_job_moves_on() {
         [
             "WriteIntent(b,2,0)",
             "Event(MirrorRejected)",
-            "EnsureNamespace(b)",
             "CreateMirror(b,2)"
         ]
     );
@@ -115,7 +114,7 @@ fn a_refusing_cluster_is_skipped_and_the_job_moves_on() {
     w.now = ts("2026-05-01T10:00:30Z");
     assert_eq!(
         kinds(&w.decide()),
-        ["EnsureNamespace(a)", "CreateMirror(a,1)"]
+        ["CreateMirror(a,1)"]
     );
     // A cluster that refused once is skipped for first placements of this Job too.
     let mut fresh = World::new();
@@ -142,7 +141,7 @@ fn an_unanswered_create_moves_the_job_on() {
     refuse(&mut w, "a", AvoidKind::Unanswered, "connection reset");
     assert_eq!(
         kinds(&w.decide()),
-        ["EnsureNamespace(a)", "CreateMirror(a,1)"]
+        ["CreateMirror(a,1)"]
     );
     // Calls to it stall: that counts as not answering.
     w.clusters[0].degraded = true;
@@ -389,7 +388,7 @@ fn a_name_conflict_verdict_expires() {
     w.now = ts("2026-05-01T10:00:30Z");
     assert_eq!(
         kinds(&w.decide()),
-        ["EnsureNamespace(a)", "CreateMirror(a,1)"]
+        ["CreateMirror(a,1)"]
     );
 }
 
