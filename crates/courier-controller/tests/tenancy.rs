@@ -143,7 +143,11 @@ async fn with_the_flag_the_namespace_is_created_with_pod_security_labels() {
     let labels = ns.metadata.labels.unwrap_or_default();
     for mode in ["enforce", "audit", "warn"] {
         let key = format!("pod-security.kubernetes.io/{mode}");
-        assert_eq!(labels.get(&key).map(String::as_str), Some("baseline"), "{labels:?}");
+        assert_eq!(
+            labels.get(&key).map(String::as_str),
+            Some("baseline"),
+            "{labels:?}"
+        );
         assert_eq!(
             labels.get(&format!("{key}-version")).map(String::as_str),
             Some("latest"),
@@ -169,7 +173,9 @@ async fn a_second_management_cluster_with_the_same_origin_id_touches_nothing() {
     let env = Env::start().await;
     submit(&env.mc, on_w1(job("first", 600))).await;
     let mirror = env
-        .wait_mirror("w1", "first", "running", |m| m["status"]["active"] == json!(1))
+        .wait_mirror("w1", "first", "running", |m| {
+            m["status"]["active"] == json!(1)
+        })
         .await;
     let first_uid = kube_system_uid(&env.mc).await;
 
@@ -179,7 +185,13 @@ async fn a_second_management_cluster_with_the_same_origin_id_touches_nothing() {
     install_crd(&mc_b).await;
     ensure_namespace(&mc_b, NS).await;
     ensure_namespace(&mc_b, JOBS_NS).await;
-    register(&mc_b, "w1", &env.worker_sim("w1").kubeconfig(), &[("region", "eu")]).await;
+    register(
+        &mc_b,
+        "w1",
+        &env.worker_sim("w1").kubeconfig(),
+        &[("region", "eu")],
+    )
+    .await;
     let controller = courier_controller::Controller::with_tuning(mc_b.clone(), config(), tuning())
         .unwrap_or_else(|e| panic!("controller: {e}"));
     let stop = tokio_util::sync::CancellationToken::new();
@@ -198,12 +210,19 @@ async fn a_second_management_cluster_with_the_same_origin_id_touches_nothing() {
         .await
         .unwrap_or_else(|| panic!("the first management cluster's mirror was deleted"));
     assert_eq!(now["metadata"]["uid"], mirror["metadata"]["uid"]);
-    assert!(now["metadata"].get("deletionTimestamp").is_none(), "{now:#}");
+    assert!(
+        now["metadata"].get("deletionTimestamp").is_none(),
+        "{now:#}"
+    );
     assert!(env.mirror("w1", "second").await.is_none());
     let b_job = get(&mc_b, "second").await.unwrap_or_default();
     assert_eq!(label(&b_job, "courier.dev/cluster"), None, "{b_job:#}");
     // A still holds w1.
-    assert!(ready_condition(&env.mc, "w1").await.is_some_and(|(s, _, _)| s == "True"));
+    assert!(
+        ready_condition(&env.mc, "w1")
+            .await
+            .is_some_and(|(s, _, _)| s == "True")
+    );
     stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(15), task).await;
     mgmt_b.shutdown();

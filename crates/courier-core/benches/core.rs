@@ -158,7 +158,8 @@ fn bench_placement(c: &mut Criterion) {
         b.iter(|| {
             choose_cluster(
                 black_box(&clusters),
-                Some(black_box("region in (eu,us),gpu=a100")), &BTreeMap::new(),
+                Some(black_box("region in (eu,us),gpu=a100")),
+                &BTreeMap::new(),
                 &excluded,
             )
             .is_ok()

@@ -347,14 +347,16 @@ mod tests {
         let mut busy = cluster("b", &[]);
         busy.current_mirrors = 50;
         let clusters = [hung.clone(), busy];
-        let chosen = choose_cluster(&clusters, None, &ns(), &Exclusions::new()).map(|c| c.name.as_str());
+        let chosen =
+            choose_cluster(&clusters, None, &ns(), &Exclusions::new()).map(|c| c.name.as_str());
         assert_eq!(
             chosen,
             Ok("b"),
             "a responsive cluster wins even with more mirrors"
         );
         let only = [hung];
-        let chosen = choose_cluster(&only, None, &ns(), &Exclusions::new()).map(|c| c.name.as_str());
+        let chosen =
+            choose_cluster(&only, None, &ns(), &Exclusions::new()).map(|c| c.name.as_str());
         assert_eq!(
             chosen,
             Ok("a"),
@@ -431,7 +433,8 @@ mod tests {
         twice.duplicate = true;
         let all = vec![paused, down, zero, us, conflicted, removing, twice];
         let excluded = Exclusions::from([("c".to_string(), Ineligibility::Conflict)]);
-        let err = choose_cluster(&all, Some("region=eu"), &ns(), &excluded).expect_err("none eligible");
+        let err =
+            choose_cluster(&all, Some("region=eu"), &ns(), &excluded).expect_err("none eligible");
         assert_eq!(
             err,
             NoEligibleCluster::NoneEligible {
@@ -478,8 +481,13 @@ mod tests {
             "cluster selector \"region=us\" matched none of the 1 WorkerClusters"
         );
         assert!(err.all_for(Ineligibility::SelectorMismatch));
-        let err = choose_cluster(std::slice::from_ref(&eu), Some("region in (eu"), &ns(), &none())
-            .expect_err("bad");
+        let err = choose_cluster(
+            std::slice::from_ref(&eu),
+            Some("region in (eu"),
+            &ns(),
+            &none(),
+        )
+        .expect_err("bad");
         assert!(matches!(err, NoEligibleCluster::InvalidSelector { .. }));
         assert!(
             err.to_string()

@@ -98,7 +98,11 @@ pub struct RunArgs {
     pub create_worker_namespaces: bool,
     /// Pod Security Admission level (enforce, audit and warn, version latest) of the namespaces
     /// --create-worker-namespaces creates: restricted, baseline or privileged.
-    #[arg(long, env = "COURIER_WORKER_NAMESPACE_POD_SECURITY", default_value = "restricted")]
+    #[arg(
+        long,
+        env = "COURIER_WORKER_NAMESPACE_POD_SECURITY",
+        default_value = "restricted"
+    )]
     pub worker_namespace_pod_security: PodSecurityLevel,
 }
 

@@ -202,21 +202,33 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
         ]
     );
     // No long-lived token by default (issue #17 §4): NOTES explain bound, expiring tokens.
-    assert!(w.of_kind("Secret").is_empty(), "tokenSecret defaults to false");
+    assert!(
+        w.of_kind("Secret").is_empty(),
+        "tokenSecret defaults to false"
+    );
     assert!(
         w.notes.contains("--token-request --duration 8760h")
             && w.notes.contains("service-account-max-token-expiration"),
         "{}",
         w.notes
     );
-    let long = render("courier-worker", "courier-worker", NS, &json!({"tokenSecret": true}));
+    let long = render(
+        "courier-worker",
+        "courier-worker",
+        NS,
+        &json!({"tokenSecret": true}),
+    );
     let secret = long.one("Secret");
     assert_eq!(secret["type"], "kubernetes.io/service-account-token");
     assert_eq!(
         secret.pointer("/metadata/annotations/kubernetes.io~1service-account.name"),
         Some(&json!("courier-dispatcher"))
     );
-    assert!(long.notes.contains("courier-dispatcher-token"), "{}", long.notes);
+    assert!(
+        long.notes.contains("courier-dispatcher-token"),
+        "{}",
+        long.notes
+    );
 
     let wc = worker_custom();
     check_placement(&wc, CUSTOM_WORKER_NS, "w");
@@ -428,7 +440,14 @@ fn describe(c: &ApiCall) -> String {
 /// Every call of `target` is granted where it is made, calls in Courier's namespace are granted only
 /// there, and every granted (verb, group, resource) is a call of the table: nothing more.
 /// `creating_namespaces`: the values let Courier create namespaces (worker `createNamespaces`).
-fn check_rbac(r: &Rendered, target: Target, ns: &str, sa: &str, chart: &str, creating_namespaces: bool) {
+fn check_rbac(
+    r: &Rendered,
+    target: Target,
+    ns: &str,
+    sa: &str,
+    chart: &str,
+    creating_namespaces: bool,
+) {
     let rules = granted(r, ns, sa);
     // The web view's reviews are granted only when the chart turns it on.
     let ui = ui_addr(r).is_some();
@@ -801,10 +820,15 @@ fn deployment_is_hardened_and_courier_run_accepts_its_arguments() {
     assert_eq!(flag(&custom, "worker-lost-timeout"), Some("5m"));
     assert_eq!(flag(&custom, "redispatch-on-worker-loss"), Some("never"));
     assert!(custom.iter().any(|a| a == "--create-worker-namespaces"));
-    assert_eq!(flag(&custom, "worker-namespace-pod-security"), Some("baseline"));
+    assert_eq!(
+        flag(&custom, "worker-namespace-pod-security"),
+        Some("baseline")
+    );
     let default = args(&management_default());
     assert!(
-        !default.iter().any(|a| a.starts_with("--create-worker-namespaces")),
+        !default
+            .iter()
+            .any(|a| a.starts_with("--create-worker-namespaces")),
         "Courier creates no namespaces on workers unless asked: {default:?}"
     );
 }
@@ -1094,8 +1118,12 @@ fn basic_user() -> Rule {
 
 /// `system:basic-user`'s other half: SelfSubjectReviews (who am I), open to everyone too.
 fn basic_user_whoami() -> Rule {
-    Rule::new(&["create"], &["authentication.k8s.io"], &["selfsubjectreviews"])
-        .named("system:basic-user")
+    Rule::new(
+        &["create"],
+        &["authentication.k8s.io"],
+        &["selfsubjectreviews"],
+    )
+    .named("system:basic-user")
 }
 
 fn rule_set(r: &Rendered, ns: &str, sa: &str) -> RuleSet {

@@ -40,7 +40,11 @@ impl From<CallError> for ClaimError {
 }
 
 /// Makes sure this management cluster holds its origin id on the worker behind `conn`.
-pub async fn ensure(shared: &Shared, cluster: &Cluster, conn: &Connection) -> Result<(), ClaimError> {
+pub async fn ensure(
+    shared: &Shared,
+    cluster: &Cluster,
+    conn: &Connection,
+) -> Result<(), ClaimError> {
     let deadline = shared.tuning.request_timeout;
     let mine = management_uid(shared)?;
     let ns = namespace_for(cluster, conn).await?;

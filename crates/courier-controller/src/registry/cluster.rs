@@ -241,7 +241,14 @@ async fn unusable(
 ) -> Duration {
     stop_watch(cluster, st);
     st.sweep = true;
-    if set_health(shared, cluster, ProbeState::NotReady, reason, why.clone(), None) {
+    if set_health(
+        shared,
+        cluster,
+        ProbeState::NotReady,
+        reason,
+        why.clone(),
+        None,
+    ) {
         warn!(cluster = %cluster.name, reason, message = %why, "WorkerCluster not used");
     }
     status::publish(shared, cluster).await;

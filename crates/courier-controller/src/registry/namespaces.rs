@@ -75,9 +75,10 @@ impl NamespaceLabels {
 /// re-examines the origins in it (a WorkerCluster may take them now, or no longer).
 pub async fn watch(shared: Arc<Shared>) {
     let api: Api<PartialObjectMeta<Namespace>> = Api::all(shared.mgmt.clone());
-    let stream = watcher::watcher(api, watcher::Config::default()).backoff(
-        Backoff::new(shared.tuning.backoff_min, shared.tuning.backoff_max),
-    );
+    let stream = watcher::watcher(api, watcher::Config::default()).backoff(Backoff::new(
+        shared.tuning.backoff_min,
+        shared.tuning.backoff_max,
+    ));
     let mut stream = std::pin::pin!(stream);
     let cache = &shared.registry.namespaces;
     let mut relist: Option<HashSet<String>> = None;

@@ -233,9 +233,13 @@ impl<'a> Plan<'a> {
             exclude.entry(cluster).or_insert(why);
         }
         let selector = self.origin().cluster_selector();
-        let chosen =
-            choose_cluster(self.input.clusters, selector, self.input.namespace_labels, &exclude)
-                .map(|c| c.name.clone());
+        let chosen = choose_cluster(
+            self.input.clusters,
+            selector,
+            self.input.namespace_labels,
+            &exclude,
+        )
+        .map(|c| c.name.clone());
         let cluster = match chosen {
             Ok(cluster) => cluster,
             Err(e) => return self.unplaceable(&cause, &e),

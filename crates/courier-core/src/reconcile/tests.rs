@@ -255,13 +255,7 @@ fn not_ours_is_ignored() {
 fn first_placement_writes_the_intent_before_the_mirror() {
     let w = World::new();
     let d = w.decide();
-    assert_eq!(
-        kinds(&d),
-        [
-            "WriteIntent(a,1,0)",
-            "CreateMirror(a,1)"
-        ]
-    );
+    assert_eq!(kinds(&d), ["WriteIntent(a,1,0)", "CreateMirror(a,1)"]);
     assert_eq!(d.wait, None);
     let Action::WriteIntent {
         patch,

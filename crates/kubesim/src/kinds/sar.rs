@@ -117,7 +117,10 @@ pub fn is_review(group: &str, plural: &str) -> bool {
         (group, plural),
         (GROUP, "selfsubjectaccessreviews")
             | (GROUP, "subjectaccessreviews")
-            | (super::tokenreview::GROUP, "tokenreviews" | "selfsubjectreviews")
+            | (
+                super::tokenreview::GROUP,
+                "tokenreviews" | "selfsubjectreviews"
+            )
     )
 }
 

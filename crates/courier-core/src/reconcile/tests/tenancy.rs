@@ -75,7 +75,11 @@ fn a_worker_without_the_namespace_is_skipped_with_a_warning_naming_the_fix() {
     let d = w.decide();
     assert_eq!(
         kinds(&d),
-        ["WriteOriginStatus", "Event(NamespaceMissing)", "Requeue(30s)"]
+        [
+            "WriteOriginStatus",
+            "Event(NamespaceMissing)",
+            "Requeue(30s)"
+        ]
     );
     let status = written_status(&d);
     let placed = status
@@ -101,12 +105,22 @@ fn a_worker_without_the_namespace_is_skipped_with_a_warning_naming_the_fix() {
 fn a_worker_takes_only_the_namespaces_its_selector_selects() {
     use crate::selector::ClusterSelector;
     let mut w = World::new();
-    w.clusters[0].namespace_selector =
-        Some(ClusterSelector::parse("kubernetes.io/metadata.name in (team-a)").map_err(|e| e.to_string()));
-    assert_eq!(kinds(&w.decide())[0], "WriteIntent(b,1,0)", "a does not take ml");
+    w.clusters[0].namespace_selector = Some(
+        ClusterSelector::parse("kubernetes.io/metadata.name in (team-a)")
+            .map_err(|e| e.to_string()),
+    );
+    assert_eq!(
+        kinds(&w.decide())[0],
+        "WriteIntent(b,1,0)",
+        "a does not take ml"
+    );
     w.namespace_labels
         .insert("kubernetes.io/metadata.name".into(), "team-a".into());
-    assert_eq!(kinds(&w.decide())[0], "WriteIntent(a,1,0)", "a takes team-a");
+    assert_eq!(
+        kinds(&w.decide())[0],
+        "WriteIntent(a,1,0)",
+        "a takes team-a"
+    );
     // Only a could take it by its cluster selector: Placed=False names the namespace selector.
     let mut w = World::new();
     w.clusters[0].namespace_selector = Some(Err("invalid spec.namespaceSelector".into()));
