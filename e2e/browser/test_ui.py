@@ -254,8 +254,9 @@ class Checks:
         self.screenshot("ui-jobs.png")
 
     def job_page_names_its_worker(self):
-        jobs = json.loads(self.s.courier("jobs", "-o", "json"))
-        cli = next(j for j in jobs if j["metadata"]["name"] == "train-model")
+        listing = json.loads(self.s.courier("jobs", "-o", "json"))
+        assert listing.get("kind") == "List", f"`courier jobs -o json` is a List: {listing!r:.200}"
+        cli = next(j for j in listing["items"] if j["metadata"]["name"] == "train-model")
         cli_cluster = cli["metadata"]["labels"]["courier.dev/cluster"]
         self.open("/jobs")
         self.d.find_element(By.CSS_SELECTOR, 'a[href="/jobs/default/train-model"]').click()

@@ -694,8 +694,10 @@ impl Env {
     pub async fn put_kubeconfig_secret(&self, name: &str, kubeconfig: &str) -> anyhow::Result<()> {
         let api: Api<k8s_openapi::api::core::v1::Secret> =
             Api::namespaced(self.mgmt_client.clone(), "courier-system");
+        // The controller reads only Secrets labelled for it.
+        let label = courier_api::LABEL_KUBECONFIG_SECRET;
         let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
-            "metadata": {"name": name},
+            "metadata": {"name": name, "labels": {label: "true"}},
             "stringData": {"kubeconfig": kubeconfig}
         }))?;
         match api.get_opt(name).await? {

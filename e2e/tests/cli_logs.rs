@@ -231,6 +231,7 @@ async fn rights_body(env: &Env) -> anyhow::Result<()> {
     let mut rules = vec![
         json!({"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": ["batch"], "resources": ["jobs"]}),
         json!({"verbs": ["create"], "apiGroups": [""], "resources": ["namespaces"]}),
+        json!({"verbs": ["get"], "apiGroups": [""], "resources": ["namespaces"]}),
         json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"]}),
     ];
     w.add_token("chart-default", sa, Some(json!({"allow": rules})))

@@ -48,6 +48,12 @@ pub const ANNOTATION_SPEC_HASH: &str = "courier.dev/spec-hash";
 /// suspended and only the worker's Kueue unsuspends it.
 pub const LABEL_KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
 
+/// Label a Secret in Courier's namespace must carry (value `true`) for the controller to read it as
+/// a worker kubeconfig: the controller lists and watches only Secrets with it.
+pub const LABEL_KUBECONFIG_SECRET: &str = "courier.dev/kubeconfig";
+/// WorkerCluster names become label values (`courier.dev/cluster`), which are at most 63 characters.
+pub const MAX_WORKER_CLUSTER_NAME: usize = 63;
+
 /// Default key of the kubeconfig in a WorkerCluster's Secret.
 pub const DEFAULT_KUBECONFIG_KEY: &str = "kubeconfig";
 /// Default `--origin` id.

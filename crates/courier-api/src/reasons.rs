@@ -22,14 +22,22 @@ pub const REASON_DUPLICATE_CLUSTER: &str = "DuplicateCluster";
 /// worker; nothing is placed, garbage-collected or deleted there until the ids differ.
 pub const REASON_ORIGIN_ID_IN_USE: &str = "OriginIdInUse";
 
+/// `Ready=False`: the kubeconfig Secret exists but lacks the label `courier.dev/kubeconfig=true`,
+/// so the controller does not read it (it reads only Secrets labelled for it).
+pub const REASON_SECRET_NOT_LABELLED: &str = "SecretNotLabelled";
+/// `Ready=False`: the worker runs a Kubernetes version older than Courier supports (1.30).
+pub const REASON_UNSUPPORTED_VERSION: &str = "UnsupportedVersion";
+
 /// All `Ready` condition reasons, `Connected` first.
-pub const READY_REASONS: [&str; 8] = [
+pub const READY_REASONS: [&str; 10] = [
     REASON_CONNECTED,
     REASON_SECRET_NOT_FOUND,
+    REASON_SECRET_NOT_LABELLED,
     REASON_INVALID_KUBECONFIG,
     REASON_UNREACHABLE,
     REASON_UNAUTHORIZED,
     REASON_FORBIDDEN,
+    REASON_UNSUPPORTED_VERSION,
     REASON_DUPLICATE_CLUSTER,
     REASON_ORIGIN_ID_IN_USE,
 ];

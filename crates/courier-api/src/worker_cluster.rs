@@ -4,7 +4,9 @@
 //! placements it takes, and whether it takes new ones at all. Its labels are what an origin's
 //! `courier.dev/cluster-selector` matches.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, ValidationRule,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
@@ -137,9 +139,29 @@ impl WorkerCluster {
     }
 }
 
+/// The CEL rule on the WorkerCluster's root limiting its name (a label value) to 63 characters.
+pub const NAME_LENGTH_RULE: &str = "size(self.metadata.name) <= 63";
+/// The message the API server returns when [`NAME_LENGTH_RULE`] fails.
+pub const NAME_LENGTH_MESSAGE: &str = "a WorkerCluster name is at most 63 characters: it becomes the value \
+     of the courier.dev/cluster label on origin Jobs";
+
 /// The WorkerCluster CustomResourceDefinition (what `courier crds` prints).
 pub fn crd() -> CustomResourceDefinition {
-    WorkerCluster::crd()
+    let mut crd = WorkerCluster::crd();
+    for v in &mut crd.spec.versions {
+        if let Some(root) = v
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            root.x_kubernetes_validations = Some(vec![ValidationRule {
+                rule: NAME_LENGTH_RULE.into(),
+                message: Some(NAME_LENGTH_MESSAGE.into()),
+                ..Default::default()
+            }]);
+        }
+    }
+    crd
 }
 
 #[cfg(test)]
@@ -222,6 +244,17 @@ mod tests {
         for field in ["serverVersion", "currentMirrors", "lastProbeTime"] {
             assert!(status.get(field).is_some(), "status.{field} in schema");
         }
+    }
+
+    #[test]
+    fn crd_limits_the_name_to_a_label_value() {
+        let crd = crd();
+        let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema json");
+        assert_eq!(
+            schema["openAPIV3Schema"]["x-kubernetes-validations"],
+            json!([{"rule": NAME_LENGTH_RULE, "message": NAME_LENGTH_MESSAGE}])
+        );
+        assert!(NAME_LENGTH_RULE.contains(&crate::MAX_WORKER_CLUSTER_NAME.to_string()));
     }
 
     #[test]

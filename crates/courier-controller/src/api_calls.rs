@@ -56,10 +56,10 @@ pub struct ApiCall {
     /// The authorization verb (get, list, watch, create, update, patch, delete).
     pub verb: &'static str,
     pub scope: Scope,
-    /// The one object the call is about, when it always is the same one (`resourceNames` in the
-    /// charts); empty otherwise.
-    pub name: &'static str,
     pub grant: Grant,
+    /// The one object the call may name (RBAC `resourceNames`); empty = any object. Never set on
+    /// create, list or watch: RBAC cannot restrict those by name.
+    pub name: &'static str,
     /// What the call is for (shown in docs and test failures).
     pub why: &'static str,
 }
@@ -80,8 +80,8 @@ const fn call(
         subresource,
         verb,
         scope,
-        name: "",
         grant: Grant::Rbac,
+        name: "",
         why,
     }
 }
@@ -105,11 +105,18 @@ pub const MANAGEMENT_CALLS: &[ApiCall] = &[
     call(M, "courier.dev", "workerclusters", "status", "patch", Cluster, "Ready condition, version, mirror count"),
     call(M, "", "namespaces", "", "list", Cluster, "namespace labels (WorkerClusters' namespaceSelector) and the kube-system UID (initial list)"),
     call(M, "", "namespaces", "", "watch", Cluster, "namespace labels and the kube-system UID: this management cluster's identity in origin id claims"),
-    call(M, "", "secrets", "", "list", OwnNamespace, "worker kubeconfig Secrets (initial list)"),
-    call(M, "", "secrets", "", "watch", OwnNamespace, "worker kubeconfig Secrets (rotation)"),
-    call(M, "coordination.k8s.io", "leases", "", "get", OwnNamespace, "leader election: read the Lease"),
+    call(M, "", "secrets", "", "list", OwnNamespace, "worker kubeconfig Secrets labelled courier.dev/kubeconfig=true (initial list)"),
+    call(M, "", "secrets", "", "watch", OwnNamespace, "worker kubeconfig Secrets labelled courier.dev/kubeconfig=true (rotation)"),
+    call(M, "", "secrets", "", "get", OwnNamespace, "a referenced Secret missing from the labelled cache: does it exist without the label?"),
+    ApiCall {
+        name: crate::DEFAULT_LEASE_NAME,
+        ..call(M, "coordination.k8s.io", "leases", "", "get", OwnNamespace, "leader election: read the Lease")
+    },
     call(M, "coordination.k8s.io", "leases", "", "create", OwnNamespace, "leader election: the first leader creates the Lease"),
-    call(M, "coordination.k8s.io", "leases", "", "update", OwnNamespace, "leader election: acquire, renew, release"),
+    ApiCall {
+        name: crate::DEFAULT_LEASE_NAME,
+        ..call(M, "coordination.k8s.io", "leases", "", "update", OwnNamespace, "leader election: acquire, renew, release")
+    },
     ApiCall {
         grant: Grant::RbacWithUi,
         ..call(M, "authentication.k8s.io", "tokenreviews", "", "create", Cluster,

@@ -93,19 +93,19 @@ impl CallError {
         match e {
             kube::Error::Api(s) => CallError::Api {
                 code: s.code,
-                reason: s.reason.clone(),
-                message: s.message.clone(),
+                reason: quote(&s.reason).into_owned(),
+                message: quote(&s.message).into_owned(),
             },
             kube::Error::Service(_) if broke_established_connection(&e) => {
-                CallError::Dropped(chain(&e))
+                CallError::Dropped(quote(&chain(&e)).into_owned())
             }
             kube::Error::HyperError(_)
             | kube::Error::Service(_)
             | kube::Error::ReadEvents(_)
             | kube::Error::RustlsTls(_)
-            | kube::Error::HttpError(_) => CallError::Transport(chain(&e)),
-            kube::Error::Auth(_) => CallError::Transport(chain(&e)),
-            other => CallError::Other(chain(&other)),
+            | kube::Error::HttpError(_) => CallError::Transport(quote(&chain(&e)).into_owned()),
+            kube::Error::Auth(_) => CallError::Transport(quote(&chain(&e)).into_owned()),
+            other => CallError::Other(quote(&chain(&other)).into_owned()),
         }
     }
 }
@@ -135,6 +135,29 @@ pub fn chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     out
+}
+
+/// The most of a server's own words (a Status message, an error body, a transport error chain)
+/// Courier quotes in a condition, an Event or a log line: a worker (or a proxy in front of it) may
+/// answer with a page of HTML or worse, and conditions are limited in size.
+pub const QUOTE_LIMIT: usize = 1024;
+
+/// `text` cut to [`QUOTE_LIMIT`] bytes (on a character boundary), saying how much was cut. Every
+/// quote of a server's words goes through here (via [`CallError::from_kube`]).
+pub fn quote(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= QUOTE_LIMIT {
+        return text.into();
+    }
+    let mut end = QUOTE_LIMIT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}... ({} more bytes truncated)",
+        &text[..end],
+        text.len() - end
+    )
+    .into()
 }
 
 /// Runs `fut` with a deadline, mapping both failure kinds into [`CallError`].
@@ -203,5 +226,17 @@ mod tests {
             message: "x".into(),
         };
         assert_eq!(e.metric_reason(), "server_error");
+    }
+
+    #[test]
+    fn quotes_are_cut_on_a_character_boundary() {
+        assert_eq!(quote("short"), "short");
+        let long = "é".repeat(QUOTE_LIMIT);
+        let q = quote(&long);
+        assert!(q.len() < QUOTE_LIMIT + 40, "{}", q.len());
+        assert!(q.ends_with(&format!(
+            "({} more bytes truncated)",
+            long.len() - QUOTE_LIMIT
+        )));
     }
 }

@@ -328,6 +328,20 @@ impl Metrics {
 /// `state` of a mirror that is not its origin's current one (deleted as soon as its cluster answers).
 pub const STALE: &str = "stale";
 
+/// The `cluster` label value of a name that is no registered WorkerCluster (a user may write any
+/// `courier.dev/cluster` value on an origin; it must not mint a series).
+pub const UNKNOWN_CLUSTER: &str = "unknown";
+
+/// The `cluster` label value for `name`: itself when it is a registered WorkerCluster (or empty:
+/// no cluster), else [`UNKNOWN_CLUSTER`].
+pub fn cluster_label(name: &str, registered: bool) -> &str {
+    if registered || name.is_empty() {
+        name
+    } else {
+        UNKNOWN_CLUSTER
+    }
+}
+
 /// Values of the `state` label of `courier_mirrors`: the phase labels of `courier_core::phase`, plus
 /// [`STALE`].
 pub const MIRROR_STATES: [&str; 9] = [

@@ -250,3 +250,137 @@ async fn a_name_conflict_is_checked_again_once_the_other_job_is_gone() {
     assert_eq!(label(&done, "courier.dev/cluster"), Some("w1"));
     env.stop().await;
 }
+
+/// Point 4 with a real refusal: a ResourceQuota on w1 allows no Job in the namespace, so w1 answers
+/// the mirror's create with the API server's `exceeded quota` 403; the Event quotes it, and the Job
+/// runs on w1 once the quota is raised. (Seen failing with kubesim's quota check switched off: the
+/// mirror was created and no Event came.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_over_its_quota_refuses_the_mirror_with_the_servers_message() {
+    let env = Env::start().await;
+    ensure_namespace(env.worker("w1"), JOBS_NS).await;
+    let quotas: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        env.worker("w1").clone(),
+        JOBS_NS,
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("", "v1", "ResourceQuota"),
+            "resourcequotas",
+        ),
+    );
+    let quota = json!({"apiVersion": "v1", "kind": "ResourceQuota",
+                       "metadata": {"name": "no-jobs", "namespace": JOBS_NS},
+                       "spec": {"hard": {"count/jobs.batch": "0"}}});
+    quotas
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(quota).unwrap_or_else(|e| panic!("{e}")),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    submit(&env.mc, selector(job("counted", 2), "region=eu")).await;
+    let note = wait_event(&env.mc, "counted", "MirrorRejected").await;
+    assert!(
+        note.contains("w1")
+            && note.contains(
+                "exceeded quota: no-jobs, requested: count/jobs.batch=1, used: count/jobs.batch=0, limited: count/jobs.batch=0"
+            ),
+        "the server's message is quoted: {note}"
+    );
+    assert!(env.mirror("w1", "counted").await.is_none());
+    let raise = json!({"spec": {"hard": {"count/jobs.batch": "5"}}});
+    quotas
+        .patch(
+            "no-jobs",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(raise),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let done = wait_finished(&env.mc, "counted").await;
+    assert!(is_true(&done, "Complete"), "{done:#}");
+    assert_eq!(label(&done, "courier.dev/cluster"), Some("w1"));
+    env.stop().await;
+}
+
+/// The worker chart's policy (charts/courier-worker, rendered by Helm through charts/render.py) on
+/// w1, with the controller acting there as the chart's ServiceAccount: a privileged origin is
+/// refused by the policy itself and the Warning Event quotes the policy's message (#17 §3). Needs
+/// Python 3 with helm-python-sdk, like the chart tests. (Seen failing with the no-privileged rule
+/// removed from admission.yaml: the mirror was created.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_worker_charts_policy_refuses_a_privileged_mirror() {
+    let env = Env::start().await;
+    let w1 = env.worker("w1");
+    for (kind, plural) in [
+        ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+        ),
+    ] {
+        let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(
+            w1.clone(),
+            &kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind),
+                plural,
+            ),
+        );
+        let doc = worker_chart_document(kind);
+        api.create(
+            &PostParams::default(),
+            &serde_json::from_value(doc).unwrap_or_else(|e| panic!("{e}")),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("kubesim refused the chart's {kind}: {e}"));
+    }
+    use_token(
+        &env,
+        "w1",
+        "system:serviceaccount:courier-system:courier-dispatcher",
+        kubesim::kinds::ssar::RuleSet::allow_all(),
+    )
+    .await;
+    let mut privileged = selector(job("escalate", 2), "region=eu");
+    privileged["spec"]["template"]["spec"]["containers"][0]["securityContext"] =
+        json!({"privileged": true});
+    submit(&env.mc, privileged).await;
+    let note = wait_event(&env.mc, "escalate", "MirrorRejected").await;
+    assert!(
+        note.contains("w1")
+            && note.contains("ValidatingAdmissionPolicy 'courier-worker-mirror-ownership' with binding 'courier-worker-mirror-ownership' denied request")
+            && note.contains("rule no-privileged of the courier-worker chart, lifted by listing the namespace in policy.privilegedNamespaces"),
+        "the policy's message is quoted: {note}"
+    );
+    assert!(env.mirror("w1", "escalate").await.is_none());
+    // An unprivileged Job goes through the same policy as Courier's own mirror.
+    submit(&env.mc, selector(job("plain", 2), "region=eu")).await;
+    let done = wait_finished(&env.mc, "plain").await;
+    assert!(is_true(&done, "Complete"), "{done:#}");
+    env.stop().await;
+}
+
+/// One document of the worker chart rendered with default values (release courier-worker in
+/// courier-system), by the Helm library through charts/render.py.
+fn worker_chart_document(kind: &str) -> Value {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::process::Command::new("python3")
+        .arg(repo.join("charts/render.py"))
+        .arg(repo.join("charts/courier-worker"))
+        .args(["courier-worker", "courier-system", "{}"])
+        .output()
+        .unwrap_or_else(|e| panic!("python3 (with helm-python-sdk) is needed: {e}"));
+    assert!(
+        out.status.success(),
+        "charts/render.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let text = rendered["templates"]["courier-worker/templates/admission.yaml"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no admission.yaml in {rendered}"));
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(text).unwrap_or_else(|e| panic!("admission.yaml: {e}"));
+    docs.into_iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in admission.yaml"))
+}

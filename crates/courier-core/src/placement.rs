@@ -172,6 +172,12 @@ pub enum NoEligibleCluster {
         selector: String,
         error: SelectorError,
     },
+    /// The origin's selector annotation is longer than Courier reads: not guessed at.
+    #[error(
+        "the courier.dev/cluster-selector annotation is longer than {max} bytes, so Courier does not \
+         read it: shorten it"
+    )]
+    SelectorTooLong { max: usize },
     #[error("{}", describe_rejections(selector.as_deref(), rejected))]
     NoneEligible {
         /// The selector as written, when the origin has one.

@@ -105,7 +105,7 @@ pub use crate::hints::{Avoid, AvoidKind, Hints, OutOfSync};
 
 mod paths;
 mod plan;
-mod view;
+pub mod view;
 
 /// Why a Job object could not be read into a view.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -127,8 +127,13 @@ pub struct OriginView {
     pub managed_by: Option<String>,
     pub deletion_timestamp: Option<Timestamp>,
     pub finalizers: Vec<String>,
+    /// The labels decisions read ([`view::ORIGIN_LABEL_KEYS`]).
     pub labels: BTreeMap<String, String>,
+    /// The annotations decisions read ([`view::ORIGIN_ANNOTATION_KEYS`]).
     pub annotations: BTreeMap<String, String>,
+    /// Keys of those labels and annotations whose value was longer than
+    /// [`view::MAX_ORIGIN_VALUE`]: treated as absent (an over-long cluster selector as invalid).
+    pub oversized: Vec<String>,
     pub spec: JobSpecEssentials,
     /// The origin's `spec` as JSON (the source of spec drift).
     pub spec_json: Value,

@@ -2,59 +2,13 @@
 //! self-contained (just that context, its cluster and its user), and judge its credentials against
 //! the controller's policy (programs, local files, skipped TLS verification).
 
-use std::fmt;
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use base64::Engine;
 use courier_controller::CredentialPolicy;
-use kube::config::{Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
-
-/// A class of credentials the controller refuses unless started with the matching flag.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CredentialClass {
-    /// Runs a program (exec plugin, auth-provider).
-    Exec,
-    /// Reads a local file (tokenFile, certificate or key paths).
-    File,
-    /// Skips TLS verification.
-    Insecure,
-}
-
-impl CredentialClass {
-    /// The flag that allows this class (on `courier run` and `courier cluster add`).
-    pub fn flag(self) -> &'static str {
-        match self {
-            CredentialClass::Exec => "--allow-exec-kubeconfigs",
-            CredentialClass::File => "--allow-file-kubeconfigs",
-            CredentialClass::Insecure => "--allow-insecure-kubeconfigs",
-        }
-    }
-
-    pub fn allowed_by(self, policy: &CredentialPolicy) -> bool {
-        match self {
-            CredentialClass::Exec => policy.allow_exec,
-            CredentialClass::File => policy.allow_file_references,
-            CredentialClass::Insecure => policy.allow_insecure_tls,
-        }
-    }
-}
-
-/// One field of a kubeconfig that falls in a refused class.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CredentialProblem {
-    pub class: CredentialClass,
-    /// The field, as a path into the kubeconfig, e.g. `users[w1].user.exec`.
-    pub field: String,
-    /// What the field does and how to do without it.
-    pub why: String,
-}
-
-impl fmt::Display for CredentialProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.field, self.why)
-    }
-}
+use courier_controller::credentials::{self, Refusal};
+use kube::config::{Kubeconfig, NamedCluster, NamedContext};
 
 /// A kubeconfig reduced to one context.
 #[derive(Debug, Clone)]
@@ -150,93 +104,13 @@ pub fn minify(kc: &Kubeconfig, context: Option<&str>, source: &str) -> anyhow::R
     })
 }
 
-/// Every field of a (minified) kubeconfig that the credential policy cares about.
-pub fn credential_problems(kc: &Kubeconfig) -> Vec<CredentialProblem> {
-    let mut out = Vec::new();
-    for NamedCluster { name, cluster, .. } in &kc.clusters {
-        let Some(c) = cluster else { continue };
-        if c.insecure_skip_tls_verify == Some(true) {
-            out.push(CredentialProblem {
-                class: CredentialClass::Insecure,
-                field: format!("clusters[{name}].cluster.insecure-skip-tls-verify"),
-                why: "turns off TLS verification of the worker's API server; put the cluster's CA in \
-                      certificate-authority-data instead"
-                    .into(),
-            });
-        }
-        if c.certificate_authority.is_some() {
-            out.push(file_problem(
-                format!("clusters[{name}].cluster.certificate-authority"),
-                "certificate-authority-data",
-            ));
-        }
-    }
-    for NamedAuthInfo {
-        name, auth_info, ..
-    } in &kc.auth_infos
-    {
-        let Some(a) = auth_info else { continue };
-        if a.exec.is_some() {
-            out.push(CredentialProblem {
-                class: CredentialClass::Exec,
-                field: format!("users[{name}].user.exec"),
-                why: "runs a program (an exec credential plugin) inside the controller; use a \
-                      ServiceAccount token (token) or a client certificate (client-certificate-data) \
-                      instead"
-                    .into(),
-            });
-        }
-        if a.auth_provider.is_some() {
-            out.push(CredentialProblem {
-                class: CredentialClass::Exec,
-                field: format!("users[{name}].user.auth-provider"),
-                why: "runs a provider-specific login inside the controller; use a ServiceAccount \
-                      token (token) instead"
-                    .into(),
-            });
-        }
-        if a.token_file.is_some() {
-            out.push(file_problem(
-                format!("users[{name}].user.tokenFile"),
-                "token",
-            ));
-        }
-        if a.client_certificate.is_some() {
-            out.push(file_problem(
-                format!("users[{name}].user.client-certificate"),
-                "client-certificate-data",
-            ));
-        }
-        if a.client_key.is_some() {
-            out.push(file_problem(
-                format!("users[{name}].user.client-key"),
-                "client-key-data",
-            ));
-        }
-    }
-    out
-}
-
-fn file_problem(field: String, inline: &str) -> CredentialProblem {
-    CredentialProblem {
-        class: CredentialClass::File,
-        field,
-        why: format!(
-            "reads a file on the controller's machine, which the controller does not have; embed the \
-             contents in {inline} (pass --flatten, or `kubectl config view --minify --flatten`)"
-        ),
-    }
-}
+/// Every field of a (minified) kubeconfig in a class the credential policy refuses (the
+/// controller's own rule, so `cluster add` and `courier run` never disagree).
+pub use courier_controller::credentials::refusals as credential_problems;
 
 /// The problems `policy` does not allow, as one error message (None = all allowed).
-pub fn policy_violation(
-    problems: &[CredentialProblem],
-    policy: &CredentialPolicy,
-) -> Option<String> {
-    let refused: Vec<&CredentialProblem> = problems
-        .iter()
-        .filter(|p| !p.class.allowed_by(policy))
-        .collect();
+pub fn policy_violation(problems: &[Refusal], policy: &CredentialPolicy) -> Option<String> {
+    let refused = credentials::refused(problems, *policy);
     if refused.is_empty() {
         return None;
     }
@@ -244,8 +118,10 @@ pub fn policy_violation(
         .iter()
         .map(|p| {
             format!(
-                "  - {p} (or allow this class with {} here and on `courier run`)",
-                p.class.flag()
+                "  - {} {} (or allow this class with {} here and on `courier run`)",
+                p.field,
+                p.what,
+                p.flag()
             )
         })
         .collect();
@@ -297,14 +173,12 @@ pub fn flatten(kc: &mut Kubeconfig, base: &Path) -> anyhow::Result<Vec<String>> 
     Ok(done)
 }
 
-/// `--server URL`: only https:// (Courier talks to workers over TLS it verifies).
+/// `--server URL`: the controller's server rule (https:// only, no credentials in the URL).
 pub fn check_server_url(url: &str) -> anyhow::Result<()> {
-    if !url.starts_with("https://") || url.len() <= "https://".len() {
-        bail!(
-            "--server {url:?} is not an https:// URL; Courier only talks to workers over TLS it verifies"
-        );
+    match credentials::server_problem(url) {
+        Some(p) => bail!("--server {p}"),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The kubeconfig as YAML text (what goes into the Secret).
@@ -315,6 +189,7 @@ pub fn to_yaml(kc: &Kubeconfig) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use courier_controller::credentials::CredentialClass;
 
     const KC: &str = r#"
 apiVersion: v1
@@ -401,6 +276,8 @@ current-context: ctx-a
         let p = credential_problems(&c.kubeconfig);
         assert_eq!(p.len(), 3);
         assert!(p.iter().all(|p| p.class == CredentialClass::File));
+        assert!(check_server_url("http://w1:6443").is_err());
+        assert!(check_server_url("https://w1:6443").is_ok());
     }
 
     #[test]

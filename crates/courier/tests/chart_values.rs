@@ -23,6 +23,7 @@ fn everything() -> Value {
         "serviceMonitor": {"enabled": true},
         "prometheusRule": {"enabled": true},
         "dashboards": {"enabled": true},
+        "networkPolicy": {"enabled": true},
     })
 }
 
@@ -60,6 +61,9 @@ fn check_management_names(r: &Rendered, fullname: &str) {
         let want = match d["kind"].as_str().unwrap_or_default() {
             "Service" => format!("{fullname}-metrics"),
             "ConfigMap" => format!("{fullname}-dashboard"),
+            "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => {
+                format!("{fullname}-intent")
+            }
             _ => fullname.to_string(),
         };
         assert_eq!(name(d), want, "{path}: {}", d["kind"]);

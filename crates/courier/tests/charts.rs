@@ -6,12 +6,11 @@
 //! - the RBAC grants every API call in `courier_controller::api_calls` (itself checked against the
 //!   calls the controller really makes, in courier-controller's `api_calls` test) and nothing else;
 //! - the Deployment is hardened and `courier run` accepts every flag and value the chart passes;
-//! - the worker chart's ValidatingAdmissionPolicy, its exact expressions evaluated by a CEL
-//!   interpreter, allows and refuses what it should.
+//! - the worker chart's ValidatingAdmissionPolicy is evaluated for real, through kubesim's admission,
+//!   in worker_policy.rs.
 //!
 //! Python 3 with helm-python-sdk is required (`.ci/run` installs it); without it these tests fail.
 
-use std::collections::{BTreeMap, HashMap};
 use std::process::Command;
 use std::time::Duration;
 
@@ -129,6 +128,7 @@ const KINDS: &[(&str, bool)] = &[
     ("ClusterRoleBinding", false),
     ("ValidatingAdmissionPolicy", false),
     ("ValidatingAdmissionPolicyBinding", false),
+    ("NetworkPolicy", true),
 ];
 
 fn kinds(r: &Rendered) -> Vec<&str> {
@@ -180,7 +180,9 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
             "Role",
             "RoleBinding",
             "Service",
-            "ServiceAccount"
+            "ServiceAccount",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
         ]
     );
     let mc = management_custom();
@@ -244,11 +246,32 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
         "courier-worker",
         "w",
         NS,
-        &json!({"protectMirrorLabels": false}),
+        &json!({"protectMirrorLabels": false, "policy": {"enabled": false}}),
     );
     check_placement(&off, NS, "w");
     assert!(off.of_kind("ValidatingAdmissionPolicy").is_empty());
     assert!(off.of_kind("ValidatingAdmissionPolicyBinding").is_empty());
+    // Either half alone keeps the policy, with only its own rules (evaluated in worker_policy.rs).
+    for (values, kept, dropped) in [
+        (
+            json!({"protectMirrorLabels": false}),
+            "rule no-privileged",
+            "rule courier-labels",
+        ),
+        (
+            json!({"policy": {"enabled": false}}),
+            "rule courier-labels",
+            "rule no-privileged",
+        ),
+    ] {
+        let half = render("courier-worker", "w", NS, &values);
+        let text = half.one("ValidatingAdmissionPolicy")["spec"]["validations"].to_string();
+        assert!(
+            text.contains(kept) && !text.contains(dropped),
+            "{values}: {text}"
+        );
+        assert_eq!(half.of_kind("ValidatingAdmissionPolicyBinding").len(), 1);
+    }
 }
 
 #[test]
@@ -267,6 +290,9 @@ fn values_schemas_refuse_mistakes_at_install_time() {
         ("courier-worker", json!({"serviceAccount": "Not_A_Name"}), "/serviceAccount"),
         ("courier-worker", json!({"protectMirrorLabels": "yes"}), "/protectMirrorLabels"),
         ("courier-worker", json!({"extraAllowedUsernames": "alice"}), "/extraAllowedUsernames"),
+        ("courier-worker", json!({"policy": {"deniedNamespaces": "kube-system"}}), "/policy/deniedNamespaces"),
+        ("courier-worker", json!({"policy": {"privilegedNamespaces": ["GPU_Jobs"]}}), "/policy/privilegedNamespaces/0"),
+        ("courier-worker", json!({"policy": {"enable": true}}), "enable"),
     ];
     for (chart, values, field) in bad {
         match try_render(chart, "r", NS, values) {
@@ -485,6 +511,18 @@ fn check_rbac(
                 !allowed(c, "team-a") && !allowed(c, ""),
                 "{chart}: {} is granted beyond Courier's namespace",
                 describe(c)
+            );
+        }
+        if !c.name.is_empty() {
+            let other = AccessAttributes {
+                name: "someone-elses".into(),
+                ..attrs(c, namespaces[0])
+            };
+            assert!(
+                !rules.iter().any(|(rule, _)| rule.matches(&other)),
+                "{chart}: {} is granted on objects other than {} (resourceNames)",
+                describe(c),
+                c.name
             );
         }
     }
@@ -830,277 +868,6 @@ fn deployment_is_hardened_and_courier_run_accepts_its_arguments() {
             .iter()
             .any(|a| a.starts_with("--create-worker-namespaces")),
         "Courier creates no namespaces on workers unless asked: {default:?}"
-    );
-}
-
-// ------------------------------------------------------------------------------- admission policy
-
-/// The ValidatingAdmissionPolicy as the API server would run it: its exact expressions, compiled by
-/// a CEL interpreter.
-struct Policy {
-    resources: Vec<String>,
-    operations: Vec<String>,
-    match_conditions: Vec<(String, cel::Program)>,
-    variables: Vec<(String, cel::Program)>,
-    validations: Vec<(String, cel::Program, String)>,
-}
-
-fn compile(expr: &str) -> cel::Program {
-    cel::Program::compile(expr).unwrap_or_else(|e| panic!("CEL does not compile: {expr}\n{e:?}"))
-}
-
-fn policy(r: &Rendered) -> Policy {
-    let vap = r.one("ValidatingAdmissionPolicy");
-    let binding = r.one("ValidatingAdmissionPolicyBinding");
-    assert_eq!(binding["spec"]["policyName"], vap["metadata"]["name"]);
-    assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
-    assert_eq!(vap["spec"]["failurePolicy"], "Fail");
-    let rules = vap["spec"]["matchConstraints"]["resourceRules"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(rules.len(), 1, "{rules:?}");
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.as_str().map(str::to_string))
-            .collect()
-    };
-    assert_eq!(strings(&rules[0]["apiGroups"]), ["batch"]);
-    let named = |key: &str| -> Vec<(String, cel::Program)> {
-        vap["spec"][key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|m| {
-                let expr = m["expression"].as_str().unwrap_or_default();
-                (
-                    m["name"].as_str().unwrap_or_default().to_string(),
-                    compile(expr),
-                )
-            })
-            .collect()
-    };
-    let validations = vap["spec"]["validations"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|v| {
-            let expr = v["expression"].as_str().unwrap_or_default().to_string();
-            let program = compile(&expr);
-            (
-                expr,
-                program,
-                v["message"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
-    Policy {
-        resources: strings(&rules[0]["resources"]),
-        operations: strings(&rules[0]["operations"]),
-        match_conditions: named("matchConditions"),
-        variables: named("variables"),
-        validations,
-    }
-}
-
-/// One admission request for a batch/v1 Job.
-struct Req<'a> {
-    user: &'a str,
-    operation: &'a str,
-    /// "" or "status".
-    subresource: &'a str,
-    old: Option<Value>,
-    new: Value,
-}
-
-fn as_bool(v: cel::ResolveResult, expr: &str) -> bool {
-    match v {
-        Ok(cel::Value::Bool(b)) => b,
-        other => panic!("`{expr}` did not evaluate to a bool: {other:?}"),
-    }
-}
-
-fn to_cel(v: &Value) -> cel::Value {
-    cel::to_value(v).unwrap_or_else(|e| panic!("{v} as CEL: {e}"))
-}
-
-/// `Ok(())` if admitted, `Err(message)` if denied.
-fn admit(p: &Policy, req: &Req) -> Result<(), String> {
-    let resource = if req.subresource.is_empty() {
-        "jobs".to_string()
-    } else {
-        format!("jobs/{}", req.subresource)
-    };
-    if !p.resources.contains(&resource) || !p.operations.iter().any(|o| o == req.operation) {
-        return Ok(()); // the policy does not match this request
-    }
-    let mut ctx = cel::Context::default();
-    ctx.add_variable_from_value(
-        "request",
-        to_cel(&json!({
-            "operation": req.operation,
-            "subResource": req.subresource,
-            "userInfo": {"username": req.user},
-        })),
-    );
-    ctx.add_variable_from_value("object", to_cel(&req.new));
-    ctx.add_variable_from_value(
-        "oldObject",
-        req.old.as_ref().map(to_cel).unwrap_or(cel::Value::Null),
-    );
-    for (name, program) in &p.match_conditions {
-        if !as_bool(program.execute(&ctx), name) {
-            return Ok(());
-        }
-    }
-    let mut vars: HashMap<String, cel::Value> = HashMap::new();
-    for (name, program) in &p.variables {
-        let v = program
-            .execute(&ctx)
-            .unwrap_or_else(|e| panic!("variable {name} failed: {e:?}"));
-        vars.insert(name.clone(), v);
-        ctx.add_variable_from_value("variables", vars.clone());
-    }
-    for (expr, program, message) in &p.validations {
-        if !as_bool(program.execute(&ctx), expr) {
-            return Err(message.clone());
-        }
-    }
-    Ok(())
-}
-
-fn job_with(labels: &[(&str, &str)], parallelism: i64) -> Value {
-    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
-    let mut j = json!({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "j", "namespace": "team-a", "labels": labels},
-        "spec": {"parallelism": parallelism, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
-        "status": {},
-    });
-    if labels.is_empty() {
-        j["metadata"].as_object_mut().map(|m| m.remove("labels"));
-    }
-    j
-}
-
-const MIRROR: &[(&str, &str)] = &[
-    ("courier.dev/origin", "mgmt"),
-    (
-        "courier.dev/origin-uid",
-        "0b0e4a1c-0000-4000-8000-000000000001",
-    ),
-    ("courier.dev/epoch", "1"),
-    ("app", "demo"),
-];
-
-fn with_label(
-    base: &[(&'static str, &'static str)],
-    k: &'static str,
-    v: &'static str,
-) -> Vec<(&'static str, &'static str)> {
-    let mut out: Vec<_> = base.iter().copied().filter(|(key, _)| *key != k).collect();
-    out.push((k, v));
-    out
-}
-
-fn without(base: &[(&'static str, &'static str)], k: &str) -> Vec<(&'static str, &'static str)> {
-    base.iter().copied().filter(|(key, _)| *key != k).collect()
-}
-
-const ALICE: &str = "alice";
-const ADMIN: &str = "kubernetes-admin";
-const JOB_CONTROLLER: &str = "system:serviceaccount:kube-system:job-controller";
-const GC: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
-
-#[test]
-fn admission_policy_protects_mirrors_and_lets_the_cluster_run_them() {
-    let courier = "system:serviceaccount:courier-system:courier-dispatcher";
-    let p = policy(&worker_default());
-    let mirror = job_with(MIRROR, 1);
-    let plain = job_with(&[("app", "demo")], 1);
-    let mut finalizing = mirror.clone();
-    finalizing["metadata"]["finalizers"] = json!(["orphan"]);
-    finalizing["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-    let mut finalized = finalizing.clone();
-    finalized["metadata"]["finalizers"] = json!([]);
-    let mut running = mirror.clone();
-    running["status"] = json!({"active": 1, "ready": 1});
-    // A status write as the API server admits it: the spec is reset to the stored one first.
-    let mut relabelled_status = job_with(&with_label(MIRROR, "courier.dev/origin", "other"), 1);
-    relabelled_status["status"] = json!({"active": 1});
-    let mut annotated = mirror.clone();
-    annotated["metadata"]["annotations"] = json!({"note": "mine"});
-
-    let update = |user, old: &Value, new: Value| Req {
-        user,
-        operation: "UPDATE",
-        subresource: "",
-        old: Some(old.clone()),
-        new,
-    };
-    let create = |user, new: Value| Req {
-        user,
-        operation: "CREATE",
-        subresource: "",
-        old: None,
-        new,
-    };
-    #[rustfmt::skip]
-    let cases: Vec<(&str, Req, bool)> = vec![
-        ("a user creates an ordinary Job", create(ALICE, plain.clone()), true),
-        ("a user creates a Job without labels", create(ALICE, job_with(&[], 1)), true),
-        ("a user forges a mirror", create(ALICE, mirror.clone()), false),
-        ("a user creates a Job with courier.dev/epoch only", create(ALICE, job_with(&[("courier.dev/epoch", "1")], 1)), false),
-        ("a cluster admin forges a mirror", create(ADMIN, mirror.clone()), false),
-        ("Courier creates a mirror", create(courier, mirror.clone()), true),
-        ("a user changes their own label on a mirror", update(ALICE, &mirror, job_with(&with_label(MIRROR, "app", "other"), 1)), true),
-        ("a user annotates a mirror", update(ALICE, &mirror, annotated), true),
-        ("a user changes a mirror's epoch", update(ALICE, &mirror, job_with(&with_label(MIRROR, "courier.dev/epoch", "7"), 1)), false),
-        ("a user removes a mirror's origin label", update(ALICE, &mirror, job_with(&without(MIRROR, "courier.dev/origin"), 1)), false),
-        ("a user removes every label of a mirror", update(ALICE, &mirror, job_with(&[], 1)), false),
-        ("a user adds a courier.dev/ label to a mirror", update(ALICE, &mirror, job_with(&with_label(MIRROR, "courier.dev/extra", "x"), 1)), false),
-        ("a user turns an ordinary Job into a mirror", update(ALICE, &plain, job_with(MIRROR, 1)), false),
-        ("a cluster admin changes a mirror's origin", update(ADMIN, &mirror, job_with(&with_label(MIRROR, "courier.dev/origin", "other"), 1)), false),
-        ("a user scales a mirror", update(ALICE, &mirror, job_with(MIRROR, 2)), false),
-        ("a user scales an ordinary Job", update(ALICE, &plain, job_with(&[("app", "demo")], 2)), true),
-        ("Courier patches a mirror's spec and epoch", update(courier, &mirror, job_with(&with_label(MIRROR, "courier.dev/epoch", "2"), 3)), true),
-        ("the garbage collector removes a mirror's finalizer", update(GC, &finalizing, finalized), true),
-        ("the Job controller writes a mirror's status", Req { subresource: "status", ..update(JOB_CONTROLLER, &mirror, running) }, true),
-        ("a cluster admin rewrites a mirror's labels through the status subresource", Req { subresource: "status", ..update(ADMIN, &mirror, relabelled_status) }, false),
-        ("the Job controller may not change a mirror's spec through the main resource", update(JOB_CONTROLLER, &mirror, job_with(MIRROR, 5)), false),
-        ("a user deletes a mirror (not guarded)", Req { operation: "DELETE", ..update(ALICE, &mirror, mirror.clone()) }, true),
-    ];
-    let mut wrong = Vec::new();
-    for (what, req, expected) in &cases {
-        let got = admit(&p, req);
-        if got.is_ok() != *expected {
-            wrong.push(format!(
-                "{what}: expected {}, got {got:?}",
-                if *expected { "allowed" } else { "denied" }
-            ));
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "the admission policy decided wrongly:\n  {}",
-        wrong.join("\n  ")
-    );
-    // Denials say why.
-    let msg = admit(&p, &update(ALICE, &mirror, job_with(MIRROR, 2)))
-        .err()
-        .unwrap_or_default();
-    assert!(msg.contains("origin Job"), "{msg}");
-
-    // Non-default values: the exemption follows the ServiceAccount, extra users are honoured.
-    let p = policy(&worker_custom());
-    let custom_sa = "system:serviceaccount:batch-ops:dispatcher-eu";
-    assert!(admit(&p, &create(custom_sa, mirror.clone())).is_ok());
-    assert!(admit(&p, &create(EXTRA_ALLOWED, mirror.clone())).is_ok());
-    assert!(
-        admit(&p, &create(courier, mirror.clone())).is_err(),
-        "the default account name is not exempt once the chart names another"
     );
 }
 

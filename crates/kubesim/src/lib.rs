@@ -2,6 +2,7 @@
 //! benchmarks and sandbox.
 
 pub mod admin;
+pub mod admission;
 pub mod api;
 pub mod auth;
 pub mod controllers;

@@ -27,6 +27,7 @@ use tracing::{debug, info, warn};
 
 use super::reconcile::{Inputs, patch_origin, publish_event, write_through};
 use crate::errors::{CallError, ReconcileError};
+use crate::metrics::cluster_label;
 use crate::queue::ObjectKey;
 use crate::registry::Cluster;
 use crate::shared::Shared;
@@ -367,7 +368,8 @@ async fn write_status(
     patch: &Value,
 ) -> Result<(), ReconcileError> {
     let synced_from = origin.intent().map(|i| i.cluster);
-    let label = synced_from.clone().unwrap_or_default();
+    let named = synced_from.clone().unwrap_or_default();
+    let label = cluster_label(&named, shared.registry.get(&named).is_some()).to_string();
     match patch_origin(shared, key, patch, true).await {
         Ok(obj) => {
             write_through(shared, key, &obj);
@@ -457,6 +459,7 @@ async fn adopt(
 
 fn dispatched(shared: &Shared, inputs: &Inputs, cluster: &str, result: &str, epoch: u64) {
     let m = &shared.metrics;
+    let cluster = cluster_label(cluster, shared.registry.get(cluster).is_some());
     m.dispatch_total.with_label_values(&[cluster, result]).inc();
     if epoch > 1 && result == "created" {
         m.redispatches.with_label_values(&[cluster]).inc();

@@ -3,8 +3,9 @@
 //!
 //! # Memory
 //! An entry keeps the origin's `status` (needed whole: status writes are merge patches against
-//! it), its finalizers, Courier's own `courier.dev/*` labels and annotations (and Kueue's queue
-//! label), and only the spec fields decisions read (managedBy, suspend, completions, parallelism,
+//! it), its finalizers, the labels and annotations decisions read (a fixed list: cluster, epoch,
+//! re-dispatch count, cluster selector, Kueue's queue; each value at most 1 KiB, a longer one is
+//! treated as absent: see `courier_core::reconcile::view`), and only the spec fields decisions read (managedBy, suspend, completions, parallelism,
 //! completionMode, backoffLimitPerIndex, manualSelector and the fields that flow down;
 //! `successPolicy` is reduced to `{}` since only its presence matters). The pod template is reduced
 //! to its hash (template drift, see `courier_core::drift`); managedFields and user metadata are
@@ -18,6 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use courier_core::job::finished;
+use courier_core::reconcile::view::{ORIGIN_ANNOTATION_KEYS, ORIGIN_LABEL_KEYS};
 use courier_core::reconcile::{OriginView, ViewError};
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
@@ -39,9 +41,6 @@ const KEPT_SPEC_FIELDS: [&str; 12] = [
     "podReplacementPolicy",
     "successPolicy",
 ];
-
-/// Label/annotation prefix Courier's decisions read.
-const COURIER_PREFIX: &str = "courier.dev/";
 
 /// One cached origin.
 #[derive(Debug, Clone)]
@@ -92,14 +91,15 @@ pub fn trim(job: &Value) -> Result<Option<OriginEntry>, ViewError> {
             m.insert(key.into(), v.clone());
         }
     }
-    for key in ["labels", "annotations"] {
+    // Only the keys decisions read; `OriginView::from_json` then drops over-long values.
+    for (key, kept) in [
+        ("labels", &ORIGIN_LABEL_KEYS[..]),
+        ("annotations", &ORIGIN_ANNOTATION_KEYS[..]),
+    ] {
         if let Some(map) = meta.get(key).and_then(Value::as_object) {
             let ours: Map<String, Value> = map
                 .iter()
-                .filter(|(k, _)| {
-                    k.starts_with(COURIER_PREFIX)
-                        || k.as_str() == courier_api::LABEL_KUEUE_QUEUE_NAME
-                })
+                .filter(|(k, _)| kept.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             m.insert(key.into(), Value::Object(ours));
@@ -338,6 +338,45 @@ mod tests {
         let mut other = job("5", None, false);
         other["spec"]["managedBy"] = json!("kueue.x-k8s.io/multikueue");
         assert!(matches!(trim(&other), Ok(None)));
+    }
+
+    /// What an entry holds beyond its fixed-size fields (bytes, roughly).
+    fn weight(e: &OriginEntry) -> usize {
+        let v = &e.view;
+        let maps: usize = [&v.labels, &v.annotations]
+            .iter()
+            .flat_map(|m| m.iter())
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
+        maps + v.oversized.iter().map(String::len).sum::<usize>()
+            + v.finalizers.iter().map(String::len).sum::<usize>()
+            + v.spec_json.to_string().len()
+            + serde_json::to_string(&v.status).map_or(0, |s| s.len())
+    }
+
+    #[test]
+    fn a_job_with_a_mebibyte_of_courier_annotations_costs_what_any_job_costs() {
+        let Some(plain) = trim(&job("5", Some("w1"), false)).ok().flatten() else {
+            panic!("ours")
+        };
+        let mut big = job("5", Some("w1"), false);
+        let meta = &mut big["metadata"];
+        for i in 0..1024 {
+            meta["annotations"][format!("courier.dev/pad-{i}")] = json!("x".repeat(1024));
+            meta["labels"][format!("courier.dev/l-{i}")] = json!("y".repeat(63));
+        }
+        meta["annotations"]["courier.dev/cluster-selector"] = json!("z".repeat(256 * 1024));
+        let Some(e) = trim(&big).ok().flatten() else {
+            panic!("ours")
+        };
+        assert!(
+            weight(&e) <= weight(&plain) + 64,
+            "{} bytes vs {} for a plain Job",
+            weight(&e),
+            weight(&plain)
+        );
+        assert_eq!(e.view.oversized, ["courier.dev/cluster-selector"]);
+        assert_eq!(e.view.labels.len(), 1);
     }
 
     #[test]

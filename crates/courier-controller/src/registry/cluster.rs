@@ -23,15 +23,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use courier_api::LABEL_KUBECONFIG_SECRET;
 use courier_api::reasons::{
-    REASON_CONNECTED, REASON_DUPLICATE_CLUSTER, REASON_FORBIDDEN, REASON_INVALID_KUBECONFIG,
-    REASON_ORIGIN_ID_IN_USE, REASON_SECRET_NOT_FOUND, REASON_UNAUTHORIZED, REASON_UNREACHABLE,
+    REASON_CONNECTED, REASON_DUPLICATE_CLUSTER, REASON_INVALID_KUBECONFIG, REASON_ORIGIN_ID_IN_USE,
+    REASON_SECRET_NOT_FOUND, REASON_SECRET_NOT_LABELLED,
 };
 use courier_core::status::whole_seconds;
 use jiff::Timestamp;
-use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::PostParams;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -40,8 +40,9 @@ use super::claim::{self, ClaimError};
 use super::lifecycle::{self, normalize_server};
 use super::{Cluster, Connection, Health, ProbeState, mirrors, status};
 use crate::backoff::Backoff;
+use crate::credentials::probe::{classify, fresh};
 use crate::credentials::{self, ClientTimeouts};
-use crate::errors::{CallError, human, with_timeout};
+use crate::errors::with_timeout;
 use crate::shared::Shared;
 
 /// Watches may stay silent up to their server-side timeout; the read timeout allows that plus this.
@@ -98,6 +99,10 @@ async fn cycle(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState)
     let text = match kubeconfig_text(shared, cluster) {
         Ok(t) => t,
         Err((reason, message)) => {
+            let (reason, message) = match unlabelled_secret(shared, cluster).await {
+                Some(m) => (REASON_SECRET_NOT_LABELLED, m),
+                None => (reason, message),
+            };
             disconnect(cluster, st);
             return failed(shared, cluster, st, reason, message).await;
         }
@@ -137,9 +142,9 @@ async fn cycle(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskState)
             return unusable(shared, cluster, st, REASON_ORIGIN_ID_IN_USE, why).await;
         }
         Err(ClaimError::Call(e)) => {
-            let (reason, message) = classify(&conn.server, &e);
-            let message = format!("claiming the origin id on the worker: {message}");
-            return failed(shared, cluster, st, reason, message).await;
+            let f = classify(&conn.server, None, &e);
+            let message = format!("claiming the origin id on the worker: {}", f.message);
+            return failed(shared, cluster, st, f.reason, message).await;
         }
     }
     cluster.close_circuit();
@@ -331,6 +336,40 @@ pub(super) fn kubeconfig_text(
     })
 }
 
+/// When the cluster's Secret is missing from the (labelled) cache: one GET by name tells whether it
+/// exists without the label `courier.dev/kubeconfig=true`; then the message naming the fix. None
+/// when it does not exist, or the GET fails (the plain "not found" stands).
+async fn unlabelled_secret(shared: &Shared, cluster: &Cluster) -> Option<String> {
+    let name = cluster
+        .worker_cluster()
+        .spec
+        .kubeconfig_secret_ref
+        .name
+        .clone();
+    if shared.registry.secrets.get(&name).is_some() {
+        return None;
+    }
+    let ns = &shared.cfg.namespace;
+    let api: Api<Secret> = Api::namespaced(shared.mgmt.clone(), ns);
+    let secret = with_timeout(shared.tuning.request_timeout, api.get_opt(&name))
+        .await
+        .ok()??;
+    let labelled = secret
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_KUBECONFIG_SECRET))
+        .is_some_and(|v| v == "true");
+    // Labelled: the watch has not delivered it yet and wakes this cluster when it does.
+    (!labelled).then(|| {
+        format!(
+            "Secret {ns}/{name} exists but lacks the label {LABEL_KUBECONFIG_SECRET}=true, so \
+             Courier does not read it: run `kubectl label secret -n {ns} {name} \
+             {LABEL_KUBECONFIG_SECRET}=true`"
+        )
+    })
+}
+
 /// Parses the kubeconfig under the policy and builds the request and watch clients.
 async fn connect(shared: &Shared, cluster: &Cluster, text: &str) -> Result<Connection, String> {
     let wc = cluster.worker_cluster();
@@ -415,118 +454,27 @@ fn restart_watch(shared: &Arc<Shared>, cluster: &Arc<Cluster>, st: &mut TaskStat
     st.watch = Some(token);
 }
 
-/// Runs a probe call again when it failed on a pooled connection that broke under it (a server
-/// restart, a load balancer: every pooled connection is dead then, each fails once). Failures to
-/// connect are not retried: a dead worker costs one connection attempt per probe.
-async fn fresh<T, F, Fut>(mut call: F) -> Result<T, CallError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, CallError>>,
-{
-    let mut left = 4;
-    loop {
-        match call().await {
-            Err(CallError::Dropped(_)) if left > 0 => left -= 1,
-            other => return other,
-        }
-    }
-}
-
-/// `/version` (retrying server errors twice), a SelfSubjectAccessReview per required right, and
+/// The shared worker probe ([`credentials::probe`]: `/version`, the version gate, the rights), then
 /// the `kube-system` namespace's UID (the worker's identity). Returns the version and the UID.
 async fn probe(
     shared: &Shared,
     conn: &Connection,
 ) -> Result<(String, String), (&'static str, String)> {
     let deadline = shared.tuning.request_timeout;
-    let mut attempt: u64 = 0;
-    let info = loop {
-        match fresh(|| with_timeout(deadline, conn.request.apiserver_version())).await {
-            Ok(v) => break v,
-            Err(e) if attempt < 2 && matches!(e.code(), Some(c) if c >= 500 || c == 429) => {
-                attempt += 1;
-                tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
-            }
-
-            Err(e) => return Err(classify(&conn.server, &e)),
-        }
-    };
-    // One review after the other, on the connection /version just used: concurrent requests over
-    // HTTP/1.1 each open a TLS connection, and the pool's connections do not outlive the read
-    // timeout (as long as the probe interval), so concurrent reviews cost up to seven TLS handshakes
-    // per worker per probe (measured: most of an idle controller's CPU, docs/benchmarks.md).
-    let mut missing = Vec::new();
-    let creating = shared.cfg.worker_namespaces != crate::WorkerNamespaces::MustExist;
-    for (verb, group, resource) in crate::api_calls::worker_rights(creating) {
-        let r = fresh(|| allowed(conn, verb, group, resource, deadline)).await;
-        match r {
-            Ok(true) => {}
-            Ok(false) => missing.push(if group.is_empty() {
-                format!("{verb} {resource}")
-            } else {
-                format!("{verb} {resource}.{group}")
-            }),
-            Err(e) => return Err(classify(&conn.server, &e)),
-        }
-    }
-    if !missing.is_empty() {
-        return Err((
-            REASON_FORBIDDEN,
-            format!(
-                "the credentials for {} lack rights Courier needs: {} (cluster-wide)",
-                conn.server,
-                missing.join(", ")
-            ),
-        ));
-    }
+    let facts = credentials::probe::probe(
+        &conn.request,
+        &conn.server,
+        None,
+        shared.cfg.worker_namespaces != crate::WorkerNamespaces::MustExist,
+        deadline,
+    )
+    .await
+    .map_err(|f| (f.reason, f.message))?;
     let uid = fresh(|| lifecycle::kube_system_uid(conn, deadline))
         .await
-        .map_err(|e| classify(&conn.server, &e))?;
-    Ok((info.git_version, uid))
-}
-
-async fn allowed(
-    conn: &Connection,
-    verb: &str,
-    group: &str,
-    resource: &str,
-    deadline: Duration,
-) -> Result<bool, CallError> {
-    let review = crate::api_calls::access_review(verb, group, resource);
-    let api: Api<SelfSubjectAccessReview> = Api::all(conn.request.clone());
-    let answer = with_timeout(deadline, api.create(&PostParams::default(), &review)).await?;
-    Ok(answer.status.is_some_and(|s| s.allowed))
-}
-
-/// The condition reason and message for a failed probe call.
-fn classify(server: &str, e: &CallError) -> (&'static str, String) {
-    match e {
-        CallError::Api { code: 401, .. } => (
-            REASON_UNAUTHORIZED,
-            format!("the worker at {server} rejected the credentials (401 Unauthorized)"),
-        ),
-        CallError::Api {
-            code: 403, message, ..
-        } => (
-            REASON_FORBIDDEN,
-            format!("the worker at {server} refused: {message}"),
-        ),
-        CallError::Api {
-            code,
-            reason,
-            message,
-        } => (
-            REASON_UNREACHABLE,
-            format!("the worker at {server} answered {code} {reason}: {message}"),
-        ),
-        CallError::Timeout(d) => (
-            REASON_UNREACHABLE,
-            format!("the worker at {server} did not answer within {}", human(*d)),
-        ),
-        CallError::Transport(m) | CallError::Dropped(m) => (
-            REASON_UNREACHABLE,
-            format!("cannot reach the worker at {server}: {m}"),
-        ),
-        other => (REASON_UNREACHABLE, other.to_string()),
-    }
+        .map_err(|e| {
+            let f = classify(&conn.server, None, &e);
+            (f.reason, f.message)
+        })?;
+    Ok((facts.server_version, uid))
 }

@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use courier_api::WorkerCluster;
 use courier_api::reasons::CONDITION_READY;
+use courier_api::{LABEL_KUBECONFIG_SECRET, WorkerCluster};
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
@@ -395,10 +395,18 @@ pub async fn watch_worker_clusters(shared: Arc<Shared>) {
     }
 }
 
-/// Watches the Secrets in Courier's namespace; a change wakes the clusters that reference it.
+/// The label selector of the Secrets the controller reads: only those labelled for it, so other
+/// Secrets in its namespace (Helm release Secrets, anything else) never enter its memory.
+pub fn kubeconfig_secret_selector() -> String {
+    format!("{LABEL_KUBECONFIG_SECRET}=true")
+}
+
+/// Watches the Secrets in Courier's namespace labelled `courier.dev/kubeconfig=true`; a change
+/// wakes the clusters that reference it.
 pub async fn watch_secrets(shared: Arc<Shared>) {
     let api: Api<Secret> = Api::namespaced(shared.mgmt.clone(), &shared.cfg.namespace);
-    let stream = watcher::watcher(api, watcher::Config::default()).backoff(Backoff::new(
+    let config = watcher::Config::default().labels(&kubeconfig_secret_selector());
+    let stream = watcher::watcher(api, config).backoff(Backoff::new(
         shared.tuning.backoff_min,
         shared.tuning.backoff_max,
     ));

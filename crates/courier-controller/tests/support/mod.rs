@@ -160,6 +160,13 @@ pub async fn put_secret(c: &Client, name: &str, kubeconfig: &str) {
         metadata: kube::api::ObjectMeta {
             name: Some(name.into()),
             namespace: Some(NS.into()),
+            labels: Some(
+                [(
+                    courier_api::LABEL_KUBECONFIG_SECRET.to_string(),
+                    "true".to_string(),
+                )]
+                .into(),
+            ),
             ..Default::default()
         },
         data: Some(

@@ -10,7 +10,7 @@ use courier_api::reasons::{
     REASON_CLUSTER_REMOVED, REASON_MIRROR_REJECTED, REASON_NAMESPACE_MISSING,
     REASON_NO_ELIGIBLE_CLUSTER,
 };
-use courier_api::{ANNOTATION_SPEC_HASH, ANNOTATION_TEMPLATE_HASH};
+use courier_api::{ANNOTATION_CLUSTER_SELECTOR, ANNOTATION_SPEC_HASH, ANNOTATION_TEMPLATE_HASH};
 
 use super::plan::Plan;
 use super::{Action, EventType, MirrorObservation, MirrorView, Wait, add, human, until_duration};
@@ -233,13 +233,24 @@ impl<'a> Plan<'a> {
             exclude.entry(cluster).or_insert(why);
         }
         let selector = self.origin().cluster_selector();
-        let chosen = choose_cluster(
-            self.input.clusters,
-            selector,
-            self.input.namespace_labels,
-            &exclude,
-        )
-        .map(|c| c.name.clone());
+        let too_long = self
+            .origin()
+            .oversized
+            .iter()
+            .any(|k| k == ANNOTATION_CLUSTER_SELECTOR);
+        let chosen = if too_long {
+            Err(NoEligibleCluster::SelectorTooLong {
+                max: super::view::MAX_ORIGIN_VALUE,
+            })
+        } else {
+            choose_cluster(
+                self.input.clusters,
+                selector,
+                self.input.namespace_labels,
+                &exclude,
+            )
+            .map(|c| c.name.clone())
+        };
         let cluster = match chosen {
             Ok(cluster) => cluster,
             Err(e) => return self.unplaceable(&cause, &e),

@@ -55,7 +55,22 @@ impl<'a> Plan<'a> {
             origin_uid: &origin.uid,
         };
         let marker = dispatched::recorded(&origin.status);
-        let from_metadata = origin.intent();
+        // Placement is Courier's decision: intent metadata counts only if Courier wrote it. Courier
+        // writes its finalizer in the same patch as its first intent, so intent on an origin without
+        // the finalizer is someone else's (a user picking a paused cluster, or resetting the
+        // re-dispatch budget) unless the status marker or our own mirror at that cluster and epoch
+        // vouch for it (the finalizer was removed later: it is restored below).
+        let metadata_intent = origin.intent();
+        let vouched = |i: &Intent| {
+            marker.as_ref() == Some(i)
+                || matches!(
+                    input.mirrors.get(&i.cluster),
+                    Some(MirrorObservation::Present(m))
+                        if classify(&m.labels, &i.cluster, identity, Some(i)) == Ownership::Current
+                )
+        };
+        let trusted = origin.has_finalizer() || metadata_intent.as_ref().is_some_and(vouched);
+        let from_metadata = metadata_intent.filter(|_| trusted);
         let intent = from_metadata.clone().or_else(|| marker.clone());
         let intent_needs_repair =
             intent.is_some() && (from_metadata != intent || !origin.has_finalizer());
@@ -80,7 +95,7 @@ impl<'a> Plan<'a> {
             intent,
             intent_needs_repair,
             marker,
-            redispatches: origin.redispatches(),
+            redispatches: if trusted { origin.redispatches() } else { 0 },
             ours,
             foreign_seen,
             next_epoch: highest_epoch.saturating_add(1),

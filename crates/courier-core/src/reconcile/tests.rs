@@ -824,3 +824,5 @@ fn the_intent_cluster_cache_not_synced_is_waited_for() {
 mod lifecycle;
 mod tenancy;
 mod views;
+
+mod intent;

@@ -8,17 +8,57 @@ use serde_json::Value;
 
 use courier_api::{
     ANNOTATION_CLUSTER_SELECTOR, ANNOTATION_EPOCH, ANNOTATION_REDISPATCHES, FINALIZER,
-    LABEL_CLUSTER, MANAGED_BY,
+    LABEL_CLUSTER, LABEL_KUEUE_QUEUE_NAME, MANAGED_BY,
 };
 
 use super::{MirrorView, OriginView, ViewError};
 use crate::job::JobSpecEssentials;
 use crate::ownership::{Intent, parse_epoch};
 
+/// The origin labels decisions read; every other label is dropped from an [`OriginView`].
+pub const ORIGIN_LABEL_KEYS: [&str; 2] = [LABEL_CLUSTER, LABEL_KUEUE_QUEUE_NAME];
+/// The origin annotations decisions read; every other annotation is dropped from an [`OriginView`].
+pub const ORIGIN_ANNOTATION_KEYS: [&str; 3] = [
+    ANNOTATION_EPOCH,
+    ANNOTATION_REDISPATCHES,
+    ANNOTATION_CLUSTER_SELECTOR,
+];
+/// The longest label or annotation value an [`OriginView`] keeps (bytes). Courier's own values are
+/// a cluster name and two decimals, and a cluster selector needs far less; a longer value is
+/// treated as absent (its key is listed in [`OriginView::oversized`]), so a Job carrying a huge
+/// `courier.dev/*` annotation costs no more memory than any other.
+pub const MAX_ORIGIN_VALUE: usize = 1024;
+
+/// Keeps the `keys` of `map` whose value is at most [`MAX_ORIGIN_VALUE`] bytes; the keys of longer
+/// values are added to `oversized`.
+fn keep(
+    map: BTreeMap<String, String>,
+    keys: &[&str],
+    oversized: &mut Vec<String>,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (k, v) in map {
+        if !keys.contains(&k.as_str()) {
+            continue;
+        }
+        if v.len() > MAX_ORIGIN_VALUE {
+            oversized.push(k);
+        } else {
+            out.insert(k, v);
+        }
+    }
+    out
+}
+
 impl OriginView {
-    /// Reads an origin Job (as JSON: a typed `Job` or `DynamicObject` serialized) into a view.
+    /// Reads an origin Job (as JSON: a typed `Job` or `DynamicObject` serialized) into a view,
+    /// keeping only the labels and annotations decisions read ([`ORIGIN_LABEL_KEYS`],
+    /// [`ORIGIN_ANNOTATION_KEYS`], each at most [`MAX_ORIGIN_VALUE`] bytes).
     pub fn from_json(job: &Value) -> Result<Self, ViewError> {
         let meta = Meta::read(job)?;
+        let mut oversized = Vec::new();
+        let labels = keep(meta.labels, &ORIGIN_LABEL_KEYS, &mut oversized);
+        let annotations = keep(meta.annotations, &ORIGIN_ANNOTATION_KEYS, &mut oversized);
         let spec_json = job.get("spec").cloned().unwrap_or(Value::Null);
         Ok(Self {
             uid: meta.uid.ok_or(ViewError::MissingField {
@@ -32,8 +72,9 @@ impl OriginView {
                 .map(str::to_string),
             deletion_timestamp: meta.deletion_timestamp,
             finalizers: meta.finalizers,
-            labels: meta.labels,
-            annotations: meta.annotations,
+            labels,
+            annotations,
+            oversized,
             spec: JobSpecEssentials::from_spec_json(&spec_json),
             spec_json,
             status: read_status(job)?,

@@ -8,8 +8,8 @@ use anyhow::{Context as _, anyhow, bail};
 use clap::Args;
 use courier_api::{DEFAULT_KUBECONFIG_KEY, WorkerCluster, WorkerClusterSpec};
 use courier_controller::CredentialPolicy;
+use courier_controller::credentials::{self, probe};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, PostParams};
@@ -142,7 +142,7 @@ pub async fn add(
     worker: &KubeconfigSource,
     a: AddArgs,
 ) -> anyhow::Result<()> {
-    if let Some(p) = dns_subdomain_problem(&a.name) {
+    if let Some(p) = worker_cluster_name_problem(&a.name) {
         bail!("invalid WorkerCluster name {:?}: it {p}", a.name);
     }
     let secret_name = a
@@ -169,6 +169,12 @@ pub async fn add(
     let problems = kubeconfig::credential_problems(&min.kubeconfig);
     if let Some(msg) = kubeconfig::policy_violation(&problems, &policy) {
         bail!("refusing {source} (context {}): {msg}", min.context);
+    }
+    if let Some(p) = credentials::server_problem(&min.server) {
+        bail!(
+            "refusing {source} (context {}): its server {p}",
+            min.context
+        );
     }
     for p in &problems {
         eprintln!(
@@ -237,6 +243,24 @@ pub async fn add(
     Ok(())
 }
 
+/// Why `name` cannot name a WorkerCluster ("it ..."), or None. Beyond a DNS subdomain, at most 63
+/// characters: the name becomes the value of the `courier.dev/cluster` label on origin Jobs (the
+/// CRD refuses longer names too).
+pub fn worker_cluster_name_problem(name: &str) -> Option<String> {
+    if let Some(p) = dns_subdomain_problem(name) {
+        return Some(p);
+    }
+    let max = courier_api::MAX_WORKER_CLUSTER_NAME;
+    (name.len() > max).then(|| {
+        format!(
+            "has {} characters; a WorkerCluster name is at most {max}, as it becomes the value of \
+             the {} label on origin Jobs: choose a shorter name",
+            name.len(),
+            courier_api::LABEL_CLUSTER
+        )
+    })
+}
+
 /// Checks everything in the management cluster a registration needs before anything is written:
 /// the CRD, Courier's namespace, and that neither object exists yet.
 pub async fn preflight_management(
@@ -291,93 +315,27 @@ pub async fn preflight_management(
     Ok(())
 }
 
-/// The checks of `cluster add` against the worker itself: reachable, version, credentials, rights.
+/// The checks of `cluster add` against the worker itself: the controller's own probe (reachable, a
+/// supported version, every right Courier needs), from this machine.
 pub async fn check_worker(min: &Minified, timeout: Duration) -> anyhow::Result<WorkerFacts> {
+    if let Some(p) = credentials::server_problem(&min.server) {
+        bail!("the worker's kubeconfig: its server {p}");
+    }
     let client = worker_client(min, timeout).await?;
-    let server = &min.server;
-    let user = min.user_name.as_deref().unwrap_or("(none)");
-    let info = match tokio::time::timeout(timeout, client.apiserver_version()).await {
-        Err(_) => bail!(
-            "cannot reach the worker at {server}: no answer within {}; check the server address, that \
-             the cluster is up and that this machine can reach it",
-            util::short_duration(timeout)
-        ),
-        Ok(Err(e)) => return Err(worker_error(e, server, user)),
-        Ok(Ok(info)) => info,
-    };
-    let version = info.git_version.clone();
-    let minor: u32 = info.minor.trim_end_matches('+').parse().unwrap_or(u32::MAX);
-    if info.major == "1" && minor < 30 {
-        bail!(
-            "the worker at {server} runs Kubernetes {version}; Courier supports worker clusters from \
-             v1.30 on: upgrade the cluster"
-        );
-    }
-    // The same rights the controller's probe reviews: its table of worker calls.
-    // Namespace creation is not among them: a controller run with --create-worker-namespaces finds
-    // out at its probe (Ready=False, Forbidden, naming the right).
-    let needed = courier_controller::api_calls::worker_rights(false);
-    let ssar: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let mut missing = Vec::new();
-    for (verb, group, resource) in needed {
-        let review = courier_controller::api_calls::access_review(verb, group, resource);
-        let answer =
-            match tokio::time::timeout(timeout, ssar.create(&PostParams::default(), &review)).await
-            {
-                Err(_) => bail!(
-                    "the worker at {server} did not answer a SelfSubjectAccessReview within {}",
-                    util::short_duration(timeout)
-                ),
-                Ok(Err(e)) => return Err(worker_error(e, server, user)),
-                Ok(Ok(a)) => a,
-            };
-        let allowed = answer.status.as_ref().is_some_and(|s| s.allowed);
-        if !allowed {
-            let what = if group.is_empty() {
-                format!("{verb} {resource}")
-            } else {
-                format!("{verb} {resource}.{group}")
-            };
-            missing.push(what);
-        }
-    }
-    if !missing.is_empty() {
-        bail!(
-            "the credentials of user {user} on the worker at {server} lack rights Courier needs: {} \
-             (in all namespaces); grant them (charts/courier-worker creates a ServiceAccount with \
-             exactly these) and use that account's token",
-            missing.join(", ")
-        );
-    }
+    // Namespace creation is not among the rights checked: a controller run with
+    // --create-worker-namespaces finds out at its probe (Ready=False, Forbidden, naming the right).
+    let facts = probe::probe(
+        &client,
+        &min.server,
+        min.user_name.as_deref(),
+        false,
+        timeout,
+    )
+    .await
+    .map_err(|f| anyhow!(f.message))?;
     Ok(WorkerFacts {
-        server_version: version,
+        server_version: facts.server_version,
     })
-}
-
-fn worker_error(e: kube::Error, server: &str, user: &str) -> anyhow::Error {
-    match util::api_code(&e) {
-        Some(401) => anyhow!(
-            "the worker at {server} rejected the credentials of user {user} (401 Unauthorized): the \
-             token or client certificate is invalid, expired or revoked; put valid credentials in \
-             the kubeconfig"
-        ),
-        Some(403) => anyhow!(
-            "the worker at {server} refused user {user} (403 Forbidden): {}; grant the rights \
-             charts/courier-worker defines",
-            api_message(&e)
-        ),
-        Some(_) => anyhow!("the worker at {server} answered: {}", api_message(&e)),
-        None => {
-            let text = format!("{:#}", anyhow!(e));
-            let hint = if text.contains("certificate") || text.contains("Certificate") {
-                "; the server's certificate does not verify against the kubeconfig's \
-                 certificate-authority-data: use the cluster's CA"
-            } else {
-                "; check the server address, that the cluster is up and that this machine can reach it"
-            };
-            anyhow!("cannot reach the worker at {server}: {text}{hint}")
-        }
-    }
 }
 
 /// Creates (or, for a leftover of an interrupted `add`, replaces) the Secret, then the
@@ -391,6 +349,11 @@ pub async fn create_registration(client: &Client, reg: &Registration) -> anyhow:
             namespace: Some(ns.clone()),
             labels: Some(BTreeMap::from([
                 (LABEL_SECRET_OF.to_string(), reg.name.clone()),
+                // The controller reads only Secrets with this label.
+                (
+                    courier_api::LABEL_KUBECONFIG_SECRET.to_string(),
+                    "true".to_string(),
+                ),
                 (
                     "app.kubernetes.io/managed-by".to_string(),
                     courier_api::PRODUCT.to_string(),
@@ -477,5 +440,23 @@ pub async fn wait_ready(client: &Client, name: &str, timeout: Duration) -> anyho
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worker_cluster_name_problem;
+
+    #[test]
+    fn worker_cluster_names_are_label_values() {
+        let longest = "a".repeat(63);
+        assert_eq!(worker_cluster_name_problem(&longest), None);
+        let long = format!("{longest}b");
+        let p = worker_cluster_name_problem(&long).unwrap_or_default();
+        assert!(
+            p.contains("64 characters") && p.contains("at most 63"),
+            "{p}"
+        );
+        assert!(worker_cluster_name_problem("Eu_1").is_some());
     }
 }

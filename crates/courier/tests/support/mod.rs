@@ -9,6 +9,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+pub mod vap;
+
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }

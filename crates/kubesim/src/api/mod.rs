@@ -283,11 +283,25 @@ impl Api {
                 "resourceVersion should not be set on objects to be created",
             ));
         }
+        let warnings = crate::admission::admit(
+            self,
+            &crate::admission::Request {
+                operation: "CREATE",
+                info: &info,
+                subresource: "",
+                namespace: ns,
+                name: &name,
+                object: &obj,
+                old: None,
+                user: o.user.as_deref().unwrap_or(&o.manager),
+                dry_run: o.dry_run,
+            },
+        )?;
         if o.dry_run {
             return Ok(Written {
                 code: 201,
                 obj: ObjOut::Value(obj),
-                warnings: Vec::new(),
+                warnings,
             });
         }
         let stored_form = s.to_storage(obj);
@@ -295,6 +309,7 @@ impl Api {
             .store
             .put(&s.table, ns, &name, stored_form, Precondition::MustNotExist)
             .map_err(|_| ApiError::already_exists(&info.group, &info.plural, &name))?;
+        self.sync_quotas(&s.table, ns);
         self.instruments.record_create(
             &info.group,
             &info.plural,
@@ -304,8 +319,15 @@ impl Api {
         Ok(Written {
             code: 201,
             obj: ObjOut::Stored(st),
-            warnings: Vec::new(),
+            warnings,
         })
+    }
+
+    /// Keeps ResourceQuota usage current after a create or delete in `ns` (see `admission::quota`).
+    fn sync_quotas(&self, table: &crate::store::TableKey, ns: &str) {
+        if crate::admission::quota::counts(self, table, ns) {
+            crate::admission::quota::sync_status(self, ns);
+        }
     }
 
     /// Namespace lifecycle admission: the namespace must exist and not be terminating.
@@ -485,18 +507,32 @@ impl Api {
         if !errs.is_empty() {
             return Err(s.invalid(name, &errs));
         }
+        let warnings = crate::admission::admit(
+            self,
+            &crate::admission::Request {
+                operation: "UPDATE",
+                info: &info,
+                subresource: if part == Part::Status { "status" } else { "" },
+                namespace: ns,
+                name,
+                object: &obj,
+                old: Some(&old_obj),
+                user: o.user.as_deref().unwrap_or(&o.manager),
+                dry_run: o.dry_run,
+            },
+        )?;
         if same_content(&obj, &old_obj) {
             return Ok(Some(Written {
                 code: 200,
                 obj: ObjOut::Stored(old.clone()),
-                warnings: Vec::new(),
+                warnings: warnings.clone(),
             }));
         }
         if o.dry_run {
             return Ok(Some(Written {
                 code: 200,
                 obj: ObjOut::Value(obj),
-                warnings: Vec::new(),
+                warnings: warnings.clone(),
             }));
         }
         // The last finalizer removed from an object being deleted: it goes now.
@@ -506,12 +542,13 @@ impl Api {
         {
             return match self.store.remove(&s.table, ns, name, Some(old.rv)) {
                 Ok(_) => {
+                    self.sync_quotas(&s.table, ns);
                     let mut v = obj;
                     meta_mut(&mut v).insert("resourceVersion".into(), json!(old.rv.to_string()));
                     Ok(Some(Written {
                         code: 200,
                         obj: ObjOut::Value(v),
-                        warnings: Vec::new(),
+                        warnings: warnings.clone(),
                     }))
                 }
                 Err(StoreError::Conflict) if want_rv.is_none() => Ok(None),
@@ -527,11 +564,16 @@ impl Api {
             stored_form,
             Precondition::Exists(Some(old.rv)),
         ) {
-            Ok(st) => Ok(Some(Written {
-                code: 200,
-                obj: ObjOut::Stored(st),
-                warnings: Vec::new(),
-            })),
+            Ok(st) => {
+                if s.table == crate::store::TableKey::new("", "resourcequotas") {
+                    self.sync_quotas(&s.table, ns);
+                }
+                Ok(Some(Written {
+                    code: 200,
+                    obj: ObjOut::Stored(st),
+                    warnings,
+                }))
+            }
             Err(StoreError::Conflict) if want_rv.is_none() => Ok(None),
             Err(StoreError::NotFound) => Err(s.not_found(name)),
             Err(_) => Err(ApiError::modified(&info.group, &info.plural, name)),
@@ -624,6 +666,7 @@ impl Api {
             if let Some(mut w) =
                 self.update_from(s, ns, name, &old, doc, want_rv, part, o, false)?
             {
+                warnings.append(&mut w.warnings);
                 w.warnings = warnings;
                 return Ok(w);
             }
@@ -797,6 +840,7 @@ impl Api {
                         }
                         match self.store.remove(&s.table, ns, name, Some(old.rv)) {
                             Ok(_) => {
+                                self.sync_quotas(&s.table, ns);
                                 return Ok(Written {
                                     code: 200,
                                     obj: ObjOut::Value(success_status(&info, name, &obj)),

@@ -2,6 +2,7 @@
 //! flow (`crate::api`) calls, in the same order the real API server's generic registry calls its
 //! `RESTCreateStrategy` / `RESTUpdateStrategy` hooks. Hooks are pure functions of JSON values.
 
+pub mod admissionpolicy;
 pub mod common;
 pub mod configmap;
 pub mod crd;
@@ -11,6 +12,7 @@ pub mod job;
 pub mod lease;
 pub mod namespace;
 pub mod pod;
+pub mod resourcequota;
 pub mod sar;
 pub mod secret;
 pub mod ssar;
@@ -280,6 +282,9 @@ pub fn other_builtins() -> Vec<std::sync::Arc<dyn Strategy>> {
         std::sync::Arc::new(tokenreview::TokenReviewStrategy::new()),
         std::sync::Arc::new(tokenreview::SelfSubjectReviewStrategy::new()),
         std::sync::Arc::new(pod::PodStrategy::new()),
+        std::sync::Arc::new(resourcequota::ResourceQuotaStrategy::new()),
+        std::sync::Arc::new(admissionpolicy::PolicyStrategy::new()),
+        std::sync::Arc::new(admissionpolicy::BindingStrategy::new()),
     ]
 }
 

@@ -1,10 +1,16 @@
-//! Worker kubeconfigs: parsing, the credential policy, and building clients with timeouts.
+//! Worker kubeconfigs and the worker probe: the one place both `courier run` and `courier cluster
+//! add` take them from.
 //!
 //! A kubeconfig stored in a Secret is data someone pasted; it must not make the controller run
 //! programs, read local files or skip TLS verification unless the operator allowed that class
-//! explicitly ([`CredentialPolicy`]). Problems name the offending kubeconfig field and never quote
-//! its values (tokens and keys must not reach logs, events or conditions): YAML errors are reported
-//! by position only.
+//! explicitly ([`CredentialPolicy`]), and its server must be an `https://` URL without credentials
+//! in it (a token sent over plain http travels in clear; a `user:password@` URL would be logged).
+//! Problems name the offending kubeconfig field and never quote its values (tokens and keys must
+//! not reach logs, events or conditions): YAML errors are reported by position only.
+//!
+//! [`probe`] is the worker check both run: reachable, a supported version, every right Courier needs.
+
+pub mod probe;
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
@@ -39,6 +45,9 @@ pub enum KubeconfigProblem {
     UnknownUser { context: String, user: String },
     #[error("cluster {0:?} has no server URL")]
     NoServer(String),
+    /// The server URL breaks the URL rule ([`server_problem`]); no flag allows it.
+    #[error("kubeconfig field {field} {problem}")]
+    Server { field: String, problem: String },
     /// One or more fields the policy refuses; each names the field and the flag that allows it.
     #[error("{}", refusals.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Refused { refusals: Vec<Refusal> },
@@ -55,23 +64,62 @@ fn position(line: Option<u64>, column: Option<u64>) -> String {
     }
 }
 
-/// A kubeconfig field the policy refuses.
+/// A class of credentials refused unless the controller (and `courier cluster add`) runs with the
+/// matching flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialClass {
+    /// Runs a program (exec plugin, auth-provider).
+    Exec,
+    /// Reads a local file (tokenFile, certificate or key paths).
+    File,
+    /// Skips TLS verification.
+    Insecure,
+}
+
+impl CredentialClass {
+    /// The flag that allows this class (on `courier run` and `courier cluster add`).
+    pub fn flag(self) -> &'static str {
+        match self {
+            CredentialClass::Exec => FLAG_ALLOW_EXEC,
+            CredentialClass::File => FLAG_ALLOW_FILES,
+            CredentialClass::Insecure => FLAG_ALLOW_INSECURE,
+        }
+    }
+
+    pub fn allowed_by(self, policy: CredentialPolicy) -> bool {
+        match self {
+            CredentialClass::Exec => policy.allow_exec,
+            CredentialClass::File => policy.allow_file_references,
+            CredentialClass::Insecure => policy.allow_insecure_tls,
+        }
+    }
+}
+
+/// A kubeconfig field in a refused class.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// The field as a path into the kubeconfig, e.g. `users[w1].user.exec`.
     pub field: String,
-    /// What the field does, e.g. "runs an exec credential plugin".
-    pub what: &'static str,
-    /// The `courier run` flag that allows this class.
-    pub flag: &'static str,
+    pub class: CredentialClass,
+    /// What the field does and what to use instead, e.g. "runs an exec credential plugin ...".
+    pub what: String,
+}
+
+impl Refusal {
+    /// The flag that allows this field's class.
+    pub fn flag(&self) -> &'static str {
+        self.class.flag()
+    }
 }
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "kubeconfig field {} {}, which is refused unless the controller runs with {}",
-            self.field, self.what, self.flag
+            "kubeconfig field {} {}; refused unless the controller runs with {}",
+            self.field,
+            self.what,
+            self.flag()
         )
     }
 }
@@ -102,6 +150,68 @@ pub fn fingerprint(text: &str) -> u64 {
     let mut h = DefaultHasher::new();
     text.hash(&mut h);
     h.finish()
+}
+
+/// What is wrong with `url` as a worker's API server address ("is not ..."), or None. Only
+/// `https://` with a host, and no `user:password@` (the server URL is logged and shown in
+/// conditions). No flag relaxes this: over plain `http://` the token would travel in clear.
+pub fn server_problem(url: &str) -> Option<String> {
+    let Some(rest) = url.strip_prefix("https://") else {
+        return Some(format!(
+            "{url:?} is not an https:// URL; Courier only talks to workers over TLS it verifies (over \
+             http:// the token would travel in clear)",
+            url = scheme_only(url)
+        ));
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Some(
+            "has credentials in the server URL (user:password@); put them in the kubeconfig's user \
+             (token or client certificate) instead"
+                .into(),
+        );
+    }
+    if authority.is_empty() {
+        return Some(format!("{url:?} is an https:// URL without a host"));
+    }
+    None
+}
+
+/// `url` without anything that could be a credential (for quoting a refused URL).
+fn scheme_only(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) if rest.contains('@') => {
+            let host = rest.rsplit_once('@').map(|(_, h)| h).unwrap_or_default();
+            format!("{scheme}://...@{host}")
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Every field of `kc` in a refused class (all its clusters and users), whether or not a policy
+/// allows it: [`refused`] filters by policy.
+pub fn refusals(kc: &Kubeconfig) -> Vec<Refusal> {
+    let mut out = Vec::new();
+    for nc in &kc.clusters {
+        if let Some(c) = &nc.cluster {
+            out.extend(cluster_refusals(&nc.name, c));
+        }
+    }
+    for na in &kc.auth_infos {
+        if let Some(a) = &na.auth_info {
+            out.extend(user_refusals(&na.name, a));
+        }
+    }
+    out
+}
+
+/// The refusals `policy` does not allow.
+pub fn refused(refusals: &[Refusal], policy: CredentialPolicy) -> Vec<Refusal> {
+    refusals
+        .iter()
+        .filter(|r| !r.class.allowed_by(policy))
+        .cloned()
+        .collect()
 }
 
 /// Parses `text` and applies `policy` to the context it would use (current-context, or the only
@@ -151,10 +261,11 @@ pub fn check(text: &str, policy: CredentialPolicy) -> Result<CheckedKubeconfig, 
         )),
         _ => None,
     };
-    let mut refusals = cluster_refusals(&context.cluster, &cluster, policy);
+    let mut all = cluster_refusals(&context.cluster, &cluster);
     if let Some((name, auth)) = &user {
-        refusals.extend(user_refusals(name, auth, policy));
+        all.extend(user_refusals(name, auth));
     }
+    let refusals = refused(&all, policy);
     if !refusals.is_empty() {
         return Err(KubeconfigProblem::Refused { refusals });
     }
@@ -163,6 +274,12 @@ pub fn check(text: &str, policy: CredentialPolicy) -> Result<CheckedKubeconfig, 
         .clone()
         .filter(|s| !s.is_empty())
         .ok_or_else(|| KubeconfigProblem::NoServer(context.cluster.clone()))?;
+    if let Some(problem) = server_problem(&server) {
+        return Err(KubeconfigProblem::Server {
+            field: format!("clusters[{}].cluster.server", context.cluster),
+            problem,
+        });
+    }
     Ok(CheckedKubeconfig {
         kubeconfig,
         context: context_name,
@@ -171,67 +288,82 @@ pub fn check(text: &str, policy: CredentialPolicy) -> Result<CheckedKubeconfig, 
     })
 }
 
-fn cluster_refusals(name: &str, c: &Cluster, policy: CredentialPolicy) -> Vec<Refusal> {
+fn file_refusal(field: String, what: &str, inline: &str) -> Refusal {
+    Refusal {
+        field,
+        class: CredentialClass::File,
+        what: format!(
+            "{what} on the controller's machine; embed the contents in {inline} instead (`courier \
+             cluster add --flatten`, or `kubectl config view --minify --flatten`)"
+        ),
+    }
+}
+
+fn cluster_refusals(name: &str, c: &Cluster) -> Vec<Refusal> {
     let mut out = Vec::new();
     let field = |f: &str| format!("clusters[{name}].cluster.{f}");
-    if !policy.allow_file_references
-        && c.certificate_authority
-            .as_ref()
-            .is_some_and(|p| !p.is_empty())
+    if c.certificate_authority
+        .as_ref()
+        .is_some_and(|p| !p.is_empty())
     {
-        out.push(Refusal {
-            field: field("certificate-authority"),
-            what: "reads a CA file from the controller's disk",
-            flag: FLAG_ALLOW_FILES,
-        });
+        out.push(file_refusal(
+            field("certificate-authority"),
+            "reads a CA file",
+            "certificate-authority-data",
+        ));
     }
-    if !policy.allow_insecure_tls && c.insecure_skip_tls_verify == Some(true) {
+    if c.insecure_skip_tls_verify == Some(true) {
         out.push(Refusal {
             field: field("insecure-skip-tls-verify"),
-            what: "turns off TLS verification",
-            flag: FLAG_ALLOW_INSECURE,
+            class: CredentialClass::Insecure,
+            what: "turns off TLS verification of the worker's API server; put the cluster's CA in \
+                   certificate-authority-data instead"
+                .into(),
         });
     }
     out
 }
 
-fn user_refusals(name: &str, a: &AuthInfo, policy: CredentialPolicy) -> Vec<Refusal> {
+fn user_refusals(name: &str, a: &AuthInfo) -> Vec<Refusal> {
     let mut out = Vec::new();
     let field = |f: &str| format!("users[{name}].user.{f}");
-    if !policy.allow_exec {
-        if a.exec.is_some() {
-            out.push(Refusal {
-                field: field("exec"),
-                what: "runs an exec credential plugin",
-                flag: FLAG_ALLOW_EXEC,
-            });
-        }
-        if a.auth_provider.is_some() {
-            out.push(Refusal {
-                field: field("auth-provider"),
-                what: "runs an auth-provider plugin",
-                flag: FLAG_ALLOW_EXEC,
-            });
-        }
+    if a.exec.is_some() {
+        out.push(Refusal {
+            field: field("exec"),
+            class: CredentialClass::Exec,
+            what:
+                "runs an exec credential plugin inside the controller; use a ServiceAccount token \
+                   (token) or a client certificate (client-certificate-data) instead"
+                    .into(),
+        });
     }
-    if !policy.allow_file_references {
-        let files = [
-            ("tokenFile", &a.token_file, "reads a token file"),
-            (
-                "client-certificate",
-                &a.client_certificate,
-                "reads a client certificate file",
-            ),
-            ("client-key", &a.client_key, "reads a client key file"),
-        ];
-        for (key, value, what) in files {
-            if value.as_ref().is_some_and(|p| !p.is_empty()) {
-                out.push(Refusal {
-                    field: field(key),
-                    what,
-                    flag: FLAG_ALLOW_FILES,
-                });
-            }
+    if a.auth_provider.is_some() {
+        out.push(Refusal {
+            field: field("auth-provider"),
+            class: CredentialClass::Exec,
+            what: "runs an auth-provider plugin inside the controller; use a ServiceAccount token \
+                   (token) instead"
+                .into(),
+        });
+    }
+    let files = [
+        ("tokenFile", &a.token_file, "reads a token file", "token"),
+        (
+            "client-certificate",
+            &a.client_certificate,
+            "reads a client certificate file",
+            "client-certificate-data",
+        ),
+        (
+            "client-key",
+            &a.client_key,
+            "reads a client key file",
+            "client-key-data",
+        ),
+    ];
+    for (key, value, what, inline) in files {
+        if value.as_ref().is_some_and(|p| !p.is_empty()) {
+            out.push(file_refusal(field(key), what, inline));
         }
     }
     out
@@ -342,6 +474,45 @@ current-context: w1
             allow_insecure_tls: true,
         };
         assert!(check(&text, all).is_ok());
+        // An empty path reads nothing: not a file reference (the CLI and the controller agree).
+        let empty = GOOD.replace(
+            "    certificate-authority-data: Zm9v",
+            "    certificate-authority: \"\"",
+        );
+        assert!(check(&empty, deny()).is_ok());
+    }
+
+    #[test]
+    fn the_server_is_https_without_credentials_whatever_the_flags() {
+        let all = CredentialPolicy {
+            allow_exec: true,
+            allow_file_references: true,
+            allow_insecure_tls: true,
+        };
+        let plain = GOOD.replace("https://127.0.0.1:6443", "http://127.0.0.1:6443");
+        let msg = check(&plain, all)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            msg.contains("clusters[w1].cluster.server") && msg.contains("is not an https:// URL"),
+            "{msg}"
+        );
+        let userinfo = GOOD.replace("https://127.0.0.1", "https://admin:hunter2@127.0.0.1");
+        let msg = check(&userinfo, all)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(msg.contains("user:password@"), "{msg}");
+        assert!(!msg.contains("hunter2"), "{msg}");
+        let msg = server_problem("http://admin:hunter2@w1").unwrap_or_default();
+        assert!(
+            msg.contains("https://") && !msg.contains("hunter2"),
+            "{msg}"
+        );
+        assert_eq!(server_problem("https://w1:6443/prefix"), None);
+        assert!(server_problem("https://").is_some());
+        assert!(server_problem("https:///x").is_some());
     }
 
     #[test]

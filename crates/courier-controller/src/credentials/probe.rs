@@ -1,0 +1,246 @@
+//! The worker probe, as the controller runs it every probe interval and `courier cluster add` runs it
+//! once before registering: the worker answers `/version` with a supported Kubernetes version, and
+//! the credentials hold every right Courier needs (one SelfSubjectAccessReview per row of
+//! [`crate::api_calls::worker_rights`]). A failure comes with the `Ready` condition reason and a
+//! message naming the fix; a worker's own words in it are cut to [`crate::errors::QUOTE_LIMIT`].
+
+use std::time::Duration;
+
+use courier_api::reasons::{
+    REASON_FORBIDDEN, REASON_UNAUTHORIZED, REASON_UNREACHABLE, REASON_UNSUPPORTED_VERSION,
+};
+use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+use k8s_openapi::apimachinery::pkg::version::Info;
+use kube::api::PostParams;
+use kube::{Api, Client};
+
+use crate::errors::{CallError, human, with_timeout};
+
+/// The oldest worker minor version Courier supports (`1.30`; older workers' Job status lacks what
+/// the status translation relies on).
+pub const MIN_WORKER_MINOR: u32 = 30;
+
+/// Why a probe failed: the `Ready=False` reason and its message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ProbeFailure {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What a successful probe learned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerFacts {
+    /// `gitVersion`, e.g. `v1.36.2`.
+    pub server_version: String,
+}
+
+/// Why the worker at `server` answering `info` is too old, or None. An unparsable minor version
+/// (a vendor's build) passes: the rights check still runs.
+pub fn version_problem(server: &str, info: &Info) -> Option<String> {
+    let minor: u32 = info.minor.trim_end_matches('+').parse().unwrap_or(u32::MAX);
+    (info.major == "1" && minor < MIN_WORKER_MINOR).then(|| {
+        format!(
+            "the worker at {server} runs Kubernetes {}; Courier supports worker clusters from \
+             v1.{MIN_WORKER_MINOR} on: upgrade the cluster",
+            info.git_version
+        )
+    })
+}
+
+/// Runs a probe call again when it failed on a pooled connection that broke under it (a server
+/// restart, a load balancer: every pooled connection is dead then, each fails once). Failures to
+/// connect are not retried: a dead worker costs one connection attempt per probe.
+pub(crate) async fn fresh<T, F, Fut>(mut call: F) -> Result<T, CallError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, CallError>>,
+{
+    let mut left = 4;
+    loop {
+        match call().await {
+            Err(CallError::Dropped(_)) if left > 0 => left -= 1,
+            other => return other,
+        }
+    }
+}
+
+/// `/version` (retrying server errors twice), the version gate, then a SelfSubjectAccessReview per
+/// required right, each call within `deadline`. `user` (the kubeconfig's user name, when known) is
+/// named in failures. `creating_namespaces` (the controller runs with `--create-worker-namespaces`)
+/// adds the right to create namespaces to those reviewed.
+pub async fn probe(
+    client: &Client,
+    server: &str,
+    user: Option<&str>,
+    creating_namespaces: bool,
+    deadline: Duration,
+) -> Result<WorkerFacts, ProbeFailure> {
+    let mut attempt: u64 = 0;
+    let info = loop {
+        match fresh(|| with_timeout(deadline, client.apiserver_version())).await {
+            Ok(v) => break v,
+            Err(e) if attempt < 2 && matches!(e.code(), Some(c) if c >= 500 || c == 429) => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+            }
+            Err(e) => return Err(classify(server, user, &e)),
+        }
+    };
+    if let Some(message) = version_problem(server, &info) {
+        return Err(ProbeFailure {
+            reason: REASON_UNSUPPORTED_VERSION,
+            message,
+        });
+    }
+    // One review after the other, on the connection /version just used: concurrent requests over
+    // HTTP/1.1 each open a TLS connection, and the pool's connections do not outlive the read
+    // timeout (as long as the probe interval), so concurrent reviews cost up to seven TLS handshakes
+    // per worker per probe (measured: most of an idle controller's CPU, docs/benchmarks.md).
+    let mut missing = Vec::new();
+    for (verb, group, resource) in crate::api_calls::worker_rights(creating_namespaces) {
+        match fresh(|| allowed(client, verb, group, resource, deadline)).await {
+            Ok(true) => {}
+            Ok(false) => missing.push(if group.is_empty() {
+                format!("{verb} {resource}")
+            } else {
+                format!("{verb} {resource}.{group}")
+            }),
+            Err(e) => return Err(classify(server, user, &e)),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(ProbeFailure {
+            reason: REASON_FORBIDDEN,
+            message: format!(
+                "the credentials{} for {server} lack rights Courier needs: {} (cluster-wide); grant \
+                 them (charts/courier-worker creates a ServiceAccount with exactly these) and use \
+                 that account's token",
+                of_user(user),
+                missing.join(", ")
+            ),
+        });
+    }
+    Ok(WorkerFacts {
+        server_version: info.git_version,
+    })
+}
+
+async fn allowed(
+    client: &Client,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    deadline: Duration,
+) -> Result<bool, CallError> {
+    let review = crate::api_calls::access_review(verb, group, resource);
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let answer = with_timeout(deadline, api.create(&PostParams::default(), &review)).await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+fn of_user(user: Option<&str>) -> String {
+    user.map(|u| format!(" of user {u}")).unwrap_or_default()
+}
+
+const REACH_HINT: &str = "check the server address, that the cluster is up and that it can be reached \
+                          from here";
+
+/// The condition reason and message for a failed probe call to the worker at `server` (as `user`,
+/// when known).
+pub fn classify(server: &str, user: Option<&str>, e: &CallError) -> ProbeFailure {
+    let by = of_user(user);
+    let (reason, message) = match e {
+        CallError::Api { code: 401, .. } => (
+            REASON_UNAUTHORIZED,
+            format!(
+                "the worker at {server} rejected the credentials{by} (401 Unauthorized): the token \
+                 or client certificate is invalid, expired or revoked; put valid credentials in the \
+                 kubeconfig"
+            ),
+        ),
+        CallError::Api {
+            code: 403, message, ..
+        } => (
+            REASON_FORBIDDEN,
+            format!(
+                "the worker at {server} refused the credentials{by} (403 Forbidden): {message}; \
+                 grant the rights charts/courier-worker defines"
+            ),
+        ),
+        CallError::Api {
+            code,
+            reason,
+            message,
+        } => (
+            REASON_UNREACHABLE,
+            format!("the worker at {server} answered {code} {reason}: {message}"),
+        ),
+        CallError::Timeout(d) => (
+            REASON_UNREACHABLE,
+            format!(
+                "cannot reach the worker at {server}: no answer within {}; {REACH_HINT}",
+                human(*d)
+            ),
+        ),
+        CallError::Transport(m) | CallError::Dropped(m) => {
+            let hint = if m.contains("certificate") || m.contains("Certificate") {
+                "the server's certificate does not verify against the kubeconfig's \
+                 certificate-authority-data: use the cluster's CA"
+            } else {
+                REACH_HINT
+            };
+            (
+                REASON_UNREACHABLE,
+                format!("cannot reach the worker at {server}: {m}; {hint}"),
+            )
+        }
+        other => (REASON_UNREACHABLE, other.to_string()),
+    };
+    ProbeFailure { reason, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(major: &str, minor: &str) -> Info {
+        Info {
+            major: major.into(),
+            minor: minor.into(),
+            git_version: format!("v{major}.{}.0", minor.trim_end_matches('+')),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn workers_older_than_1_30_are_refused_naming_the_fix() {
+        let msg = version_problem("https://w1", &info("1", "29")).unwrap_or_default();
+        assert!(
+            msg.contains("v1.29.0") && msg.contains("from v1.30") && msg.contains("upgrade"),
+            "{msg}"
+        );
+        assert_eq!(version_problem("https://w1", &info("1", "30")), None);
+        assert_eq!(version_problem("https://w1", &info("1", "36+")), None);
+        assert_eq!(version_problem("https://w1", &info("1", "x")), None);
+    }
+
+    #[test]
+    fn a_worker_body_in_a_condition_is_cut_to_the_quote_limit() {
+        // Through the one place that turns a client error into a CallError.
+        let status =
+            kube::core::Status::failure(&"x".repeat(1 << 20), "InternalError").with_code(500);
+        let e = CallError::from_kube(kube::Error::Api(Box::new(status)));
+        let f = classify("https://w1", None, &e);
+        assert!(
+            f.message.len() < crate::errors::QUOTE_LIMIT + 200,
+            "{}",
+            f.message.len()
+        );
+        assert!(
+            f.message.contains("truncated"),
+            "{}",
+            &f.message[f.message.len() - 60..]
+        );
+    }
+}
