@@ -1020,7 +1020,10 @@ async fn the_charts_rights_are_enough_to_dispatch_a_job() {
             .unwrap_or_else(|e| panic!("namespace {ns} on w1: {e}"));
     }
     let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "w1-kubeconfig", "namespace": NS},
+        "metadata": {
+            "name": "w1-kubeconfig", "namespace": NS,
+            "labels": {(courier_api::names::LABEL_KUBECONFIG_SECRET): "true"},
+        },
         "stringData": {"kubeconfig": w1.kubeconfig_for("ctl-w1")},
     }))
     .unwrap_or_else(|e| panic!("{e}"));
