@@ -182,7 +182,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
         .fails_with(&[
             "users[w1].user.exec",
             "--allow-exec-kubeconfigs",
-            "runs a program",
+            "runs an exec credential plugin",
         ])?;
     let insecure = variant(env, w, "insecure.kubeconfig", |v| {
         v["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = json!(true);

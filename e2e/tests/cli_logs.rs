@@ -235,6 +235,8 @@ async fn rights_body(env: &Env) -> anyhow::Result<()> {
         json!({"verbs": ["create"], "apiGroups": [""], "resources": ["configmaps"], "namespaces": ["courier-system"]}),
         json!({"verbs": ["get", "patch"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["courier-origins"], "namespaces": ["courier-system"]}),
         json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"]}),
+        // Open to every authenticated user on a real server (system:basic-user), like the reviews.
+        json!({"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"]}),
     ];
     w.add_token("chart-default", sa, Some(json!({"allow": rules})))
         .await?;
