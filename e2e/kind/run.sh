@@ -116,11 +116,14 @@ region=(eu us)
 for i in "${!WORKERS[@]}"; do
   w=${WORKERS[$i]}
   say "preparing worker $w and registering it"
+  # w1 from a long-lived token Secret (tokenSecret=true), w2 with a time-bound token (TokenRequest
+  # API; the chart's default, tokenSecret=false).
+  long=()
+  [[ $w == w1 ]] && long=(--set tokenSecret=true)
   helm install courier-worker "$ROOT/charts/courier-worker" --kubeconfig "$(kc "$w")" \
-    -n "$NS" --create-namespace --set cliReads=true --wait --timeout 3m
-  # w1 from the chart's long-lived token Secret, w2 with a time-bound token (TokenRequest API).
+    -n "$NS" --create-namespace --set cliReads=true ${long[@]+"${long[@]}"} --wait --timeout 3m
   token=()
-  [[ $w == w2 ]] && token=(--token-request --duration 24h)
+  [[ $w == w2 ]] && token=(--token-request --duration 8760h)
   courier cluster kubeconfig --cluster-kubeconfig "$(kc_internal "$w")" --name "$w" ${token[@]+"${token[@]}"} \
     --output-file "$WORK/$w-courier.kubeconfig"
   courier cluster add "$w" --cluster-kubeconfig "$WORK/$w-courier.kubeconfig" \

@@ -591,14 +591,20 @@ impl Env {
         .await
     }
 
+    /// Creates namespace `name` in the management cluster and on every worker (Courier does not
+    /// create namespaces on workers: their administrators do, as the worker chart's release does
+    /// for `courier-system`). An existing one is fine.
     pub async fn create_namespace(&self, name: &str) -> anyhow::Result<()> {
-        let api: Api<Namespace> = Api::all(self.mgmt_client.clone());
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
-        match api.create(&PostParams::default(), &ns).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(e) => Err(e.into()),
+        for client in std::iter::once(&self.mgmt_client).chain(&self.worker_clients) {
+            let api: Api<Namespace> = Api::all(client.clone());
+            match api.create(&PostParams::default(), &ns).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
+                Err(e) => return Err(e.into()),
+            }
         }
+        Ok(())
     }
 
     /// `courier cluster add wN --cluster-kubeconfig ... --label k=v`.

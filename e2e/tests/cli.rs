@@ -255,7 +255,7 @@ async fn cluster_add_errors(env: &Env) -> anyhow::Result<()> {
         .await?
         .fails_with(&[
             "lack rights Courier needs",
-            "create jobs.batch, patch jobs.batch, delete jobs.batch, create namespaces",
+            "create jobs.batch, patch jobs.batch, delete jobs.batch, get namespaces",
             "charts/courier-worker",
         ])?;
     w.add_token("no-ssar", "nobody", Some(json!({"allow": []})))

@@ -224,15 +224,19 @@ async fn rights_body(env: &Env) -> anyhow::Result<()> {
     env.wait_finished(NS, "hello", T).await?;
     logs(env, &["hello"]).await?.ok()?;
 
-    // Courier's credentials on w1 with the worker chart's default rights (no cliReads): the
-    // controller is content, `courier logs` is refused with the fix.
+    // Courier's credentials on w1 with the worker chart's default rights (no cliReads, no
+    // createNamespaces; the origin id claims in its release namespace): the controller is content,
+    // `courier logs` is refused with the fix.
     let w = &env.workers[0];
     let sa = "system:serviceaccount:courier-system:courier-dispatcher";
     let mut rules = vec![
         json!({"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": ["batch"], "resources": ["jobs"]}),
-        json!({"verbs": ["create"], "apiGroups": [""], "resources": ["namespaces"]}),
         json!({"verbs": ["get"], "apiGroups": [""], "resources": ["namespaces"]}),
+        json!({"verbs": ["create"], "apiGroups": [""], "resources": ["configmaps"], "namespaces": ["courier-system"]}),
+        json!({"verbs": ["get", "patch"], "apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["courier-origins"], "namespaces": ["courier-system"]}),
         json!({"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"]}),
+        // Open to every authenticated user on a real server (system:basic-user), like the reviews.
+        json!({"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"]}),
     ];
     w.add_token("chart-default", sa, Some(json!({"allow": rules})))
         .await?;

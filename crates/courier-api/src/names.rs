@@ -60,6 +60,10 @@ pub const DEFAULT_KUBECONFIG_KEY: &str = "kubeconfig";
 pub const DEFAULT_ORIGIN_ID: &str = "courier";
 /// Default namespace Courier runs in (and reads kubeconfig Secrets from).
 pub const DEFAULT_NAMESPACE: &str = "courier-system";
+/// ConfigMap on each worker, in the namespace of Courier's ServiceAccount there (the worker chart's),
+/// where every management cluster claims its `--origin` id: key = origin id, value = the UID of that
+/// management cluster's `kube-system` namespace.
+pub const ORIGIN_CLAIMS_CONFIGMAP: &str = "courier-origins";
 
 /// Origin Job condition type recording which epoch's mirror has reported (see `courier-core`'s
 /// `dispatched` module). Job condition types are not validated, so a domain-prefixed type is safe.

@@ -18,6 +18,9 @@ pub const REASON_FORBIDDEN: &str = "Forbidden";
 /// `Ready=False`: another, older WorkerCluster resolves to the same API server (same server URL or
 /// same `kube-system` namespace UID); this one is never used.
 pub const REASON_DUPLICATE_CLUSTER: &str = "DuplicateCluster";
+/// `Ready=False`: another management cluster has claimed this controller's `--origin` id on the
+/// worker; nothing is placed, garbage-collected or deleted there until the ids differ.
+pub const REASON_ORIGIN_ID_IN_USE: &str = "OriginIdInUse";
 
 /// `Ready=False`: the kubeconfig Secret exists but lacks the label `courier.dev/kubeconfig=true`,
 /// so the controller does not read it (it reads only Secrets labelled for it).
@@ -26,7 +29,7 @@ pub const REASON_SECRET_NOT_LABELLED: &str = "SecretNotLabelled";
 pub const REASON_UNSUPPORTED_VERSION: &str = "UnsupportedVersion";
 
 /// All `Ready` condition reasons, `Connected` first.
-pub const READY_REASONS: [&str; 9] = [
+pub const READY_REASONS: [&str; 10] = [
     REASON_CONNECTED,
     REASON_SECRET_NOT_FOUND,
     REASON_SECRET_NOT_LABELLED,
@@ -36,6 +39,7 @@ pub const READY_REASONS: [&str; 9] = [
     REASON_FORBIDDEN,
     REASON_UNSUPPORTED_VERSION,
     REASON_DUPLICATE_CLUSTER,
+    REASON_ORIGIN_ID_IN_USE,
 ];
 
 /// `courier.dev/Placed=True`: a mirror of the Job has reported.
@@ -45,6 +49,10 @@ pub const REASON_NO_ELIGIBLE_CLUSTER: &str = "NoEligibleCluster";
 /// `courier.dev/Placed=False`: every eligible worker refused the mirror (quota, policy,
 /// validation) or did not answer; Courier retries with backoff.
 pub const REASON_MIRROR_REJECTED: &str = "MirrorRejected";
+/// `courier.dev/Placed=False`: the Job's namespace does not exist (or is being deleted) on every
+/// worker that could take it, and Courier does not create namespaces there
+/// (`--create-worker-namespaces` is off); Courier retries with backoff.
+pub const REASON_NAMESPACE_MISSING: &str = "NamespaceMissing";
 /// `courier.dev/Placed=False`: the Job's WorkerCluster is being removed and no other one can take it.
 pub const REASON_CLUSTER_REMOVED: &str = "ClusterRemoved";
 
@@ -72,6 +80,10 @@ pub const EVENT_MIRROR_ORPHANED: &str = "MirrorOrphaned";
 /// admission webhook) or did not answer; the message quotes the server. The cluster is skipped for
 /// this Job for a backoff period.
 pub const EVENT_MIRROR_REJECTED: &str = "MirrorRejected";
+/// Event (Warning): the Job's namespace does not exist (or is being deleted) on a worker; the message
+/// names the cluster, the namespace and the fix. The cluster is skipped for this Job for a backoff
+/// period.
+pub const EVENT_NAMESPACE_MISSING: &str = "NamespaceMissing";
 /// Event (Warning): a change of the origin's spec cannot be applied to its running mirror (the
 /// worker refused it); the mirror keeps the old spec.
 pub const EVENT_MIRROR_OUT_OF_SYNC: &str = "MirrorOutOfSync";

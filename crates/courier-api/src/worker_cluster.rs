@@ -7,7 +7,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -47,6 +47,13 @@ pub struct WorkerClusterSpec {
     /// true = no new placements on this cluster; Jobs already running there continue.
     #[serde(default)]
     pub paused: bool,
+    /// Which namespaces of the management cluster this worker takes Jobs from: a label selector
+    /// over the labels of the Job's namespace there. Every namespace has the label
+    /// `kubernetes.io/metadata.name` (its name), so `{matchExpressions: [{key:
+    /// kubernetes.io/metadata.name, operator: In, values: [team-a]}]}` selects by name. Absent:
+    /// every namespace; an invalid selector takes none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
 }
 
 /// Where a worker's kubeconfig is stored.
@@ -106,6 +113,7 @@ impl WorkerClusterSpec {
             kubeconfig_secret_ref: KubeconfigSecretRef::new(secret_name),
             weight: default_weight(),
             paused: false,
+            namespace_selector: None,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! missing here, and the chart tests that fail if the Helm charts' RBAC does not grant every entry.
 //! A new call in the code therefore needs a row here, and the row needs a rule in the charts.
 
+use courier_api::ORIGIN_CLAIMS_CONFIGMAP;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
@@ -37,6 +38,9 @@ pub enum Grant {
     Everyone,
     /// Courier's RBAC, only when the web view reviews its callers (`ui.enabled` in the chart).
     RbacWithUi,
+    /// Courier's RBAC, only when the controller creates missing namespaces on workers
+    /// (`--create-worker-namespaces`; `createNamespaces` in the worker chart).
+    RbacCreatingNamespaces,
 }
 
 /// One kind of request: verb on group/resource[/subresource].
@@ -99,6 +103,8 @@ pub const MANAGEMENT_CALLS: &[ApiCall] = &[
     call(M, "courier.dev", "workerclusters", "", "watch", Cluster, "WorkerCluster registrations"),
     call(M, "courier.dev", "workerclusters", "", "patch", Cluster, "drain finalizer: added to every WorkerCluster, removed once a deleted one is drained"),
     call(M, "courier.dev", "workerclusters", "status", "patch", Cluster, "Ready condition, version, mirror count"),
+    call(M, "", "namespaces", "", "list", Cluster, "namespace labels (WorkerClusters' namespaceSelector) and the kube-system UID (initial list)"),
+    call(M, "", "namespaces", "", "watch", Cluster, "namespace labels and the kube-system UID: this management cluster's identity in origin id claims"),
     call(M, "", "secrets", "", "list", OwnNamespace, "worker kubeconfig Secrets labelled courier.dev/kubeconfig=true (initial list)"),
     call(M, "", "secrets", "", "watch", OwnNamespace, "worker kubeconfig Secrets labelled courier.dev/kubeconfig=true (rotation)"),
     call(M, "", "secrets", "", "get", OwnNamespace, "a referenced Secret missing from the labelled cache: does it exist without the label?"),
@@ -132,12 +138,30 @@ pub const WORKER_CALLS: &[ApiCall] = &[
     call(W, "batch", "jobs", "", "watch", AnyNamespace, "mirror cache"),
     call(W, "batch", "jobs", "", "patch", AnyNamespace, "spec changes flowing down (suspend, parallelism, ...)"),
     call(W, "batch", "jobs", "", "delete", AnyNamespace, "delete stale, orphaned and finished mirrors"),
-    call(W, "", "namespaces", "", "create", Cluster, "the origin's namespace when the worker lacks it"),
+    ApiCall {
+        grant: Grant::RbacCreatingNamespaces,
+        ..call(W, "", "namespaces", "", "create", Cluster,
+               "the origin's namespace when the worker lacks it (only with --create-worker-namespaces)")
+    },
     call(W, "", "namespaces", "", "get", Cluster, "the kube-system namespace's UID: the worker's identity (duplicate registrations)"),
+    ApiCall {
+        name: ORIGIN_CLAIMS_CONFIGMAP,
+        ..call(W, "", "configmaps", "", "get", OwnNamespace, "origin id claims: read them")
+    },
+    call(W, "", "configmaps", "", "create", OwnNamespace, "origin id claims: the first management cluster creates them"),
+    ApiCall {
+        name: ORIGIN_CLAIMS_CONFIGMAP,
+        ..call(W, "", "configmaps", "", "patch", OwnNamespace, "origin id claims: add this origin id (resourceVersion precondition)")
+    },
     ApiCall {
         grant: Grant::Everyone,
         ..call(W, "authorization.k8s.io", "selfsubjectaccessreviews", "", "create", Cluster,
                "probe that the credentials still hold every right above")
+    },
+    ApiCall {
+        grant: Grant::Everyone,
+        ..call(W, "authentication.k8s.io", "selfsubjectreviews", "", "create", Cluster,
+               "who the credentials belong to: the ServiceAccount's namespace holds the origin id claims")
     },
 ];
 
@@ -146,13 +170,22 @@ pub fn all() -> impl Iterator<Item = &'static ApiCall> {
     MANAGEMENT_CALLS.iter().chain(WORKER_CALLS)
 }
 
-/// The rights a worker's credentials must hold (what `courier cluster add` and the probe review):
-/// (verb, group, resource) of every worker call granted by RBAC. No worker call uses a subresource
-/// (a unit test holds that, so a new one cannot slip past the reviews).
-pub fn worker_rights() -> impl Iterator<Item = (&'static str, &'static str, &'static str)> {
+/// The rights a worker's credentials must hold everywhere (what `courier cluster add` and the probe
+/// review, cluster-wide): (verb, group, resource) of every worker call granted by RBAC, namespace
+/// creation only when the controller creates namespaces. Calls in Courier's own namespace there
+/// (the origin id claims) are not reviewed: the claim itself reports a refusal, naming it. No
+/// worker call uses a subresource (a unit test holds that, so a new one cannot slip past the
+/// reviews).
+pub fn worker_rights(
+    creating_namespaces: bool,
+) -> impl Iterator<Item = (&'static str, &'static str, &'static str)> {
     WORKER_CALLS
         .iter()
-        .filter(|c| c.grant == Grant::Rbac)
+        .filter(|c| c.scope != OwnNamespace)
+        .filter(move |c| {
+            c.grant == Grant::Rbac
+                || (creating_namespaces && c.grant == Grant::RbacCreatingNamespaces)
+        })
         .map(|c| (c.verb, c.group, c.resource))
 }
 
@@ -198,12 +231,20 @@ mod tests {
 
     #[test]
     fn worker_rights_cover_the_mirror_lifecycle() {
-        let rights: Vec<_> = worker_rights().collect();
+        let rights: Vec<_> = worker_rights(false).collect();
         for verb in ["create", "get", "list", "watch", "patch", "delete"] {
             assert!(rights.contains(&(verb, "batch", "jobs")), "{verb} jobs");
         }
-        assert!(rights.contains(&("create", "", "namespaces")));
+        assert!(
+            !rights.contains(&("create", "", "namespaces")),
+            "namespaces are not Courier's to create by default"
+        );
+        assert!(worker_rights(true).any(|r| r == ("create", "", "namespaces")));
         assert!(rights.contains(&("get", "", "namespaces")));
+        assert!(
+            !rights.iter().any(|(_, _, r)| *r == "configmaps"),
+            "the claims ConfigMap is in one namespace: a cluster-wide review would refuse it"
+        );
         assert!(
             WORKER_CALLS.iter().all(|c| c.subresource.is_empty()),
             "worker_rights() and the access reviews would need the subresource"

@@ -5,6 +5,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use courier_core::namespaces::WorkerNamespaces;
+
 /// Which classes of kubeconfig credentials a WorkerCluster may use. Everything is refused by default:
 /// kubeconfigs that run programs (exec plugins, auth-provider), read local files (tokenFile, certificate
 /// or key paths) or skip TLS verification.
@@ -42,6 +44,9 @@ pub struct ControllerConfig {
     /// Leader-election identity (defaults to the pod/host name plus a random suffix).
     pub identity: String,
     pub credentials: CredentialPolicy,
+    /// Whether a Job's namespace is created on a worker that lacks it (`--create-worker-namespaces`,
+    /// with `--worker-namespace-pod-security`); by default it must exist there.
+    pub worker_namespaces: WorkerNamespaces,
 }
 
 impl Default for ControllerConfig {
@@ -61,6 +66,7 @@ impl Default for ControllerConfig {
             lease: None,
             identity: String::new(),
             credentials: CredentialPolicy::default(),
+            worker_namespaces: WorkerNamespaces::MustExist,
         }
     }
 }

@@ -57,6 +57,7 @@ pub use config::{
     ControllerConfig, ControllerError, CredentialPolicy, DEFAULT_LEASE_NAME, FIELD_MANAGER,
     LeaseTimings, Tuning,
 };
+pub use courier_core::namespaces::{PodSecurityLevel, WorkerNamespaces};
 pub use queue::ObjectKey;
 pub use recent::EventSnapshot;
 pub use snapshot::{

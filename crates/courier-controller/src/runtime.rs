@@ -96,6 +96,7 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(),
     }
     t.spawn(registry::watch_secrets(shared.registry.clone()));
     t.spawn(registry::watch_worker_clusters(shared.registry.clone()));
+    t.spawn(registry::namespaces::watch(shared.registry.clone()));
     t.spawn(origin::watch_origins(shared.origin.clone()));
     for _ in 0..shared.cfg.concurrency {
         t.spawn(origin::worker(shared.origin.clone()));

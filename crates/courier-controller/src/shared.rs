@@ -71,6 +71,10 @@ impl registry::Hooks for Joins {
         self.origin.ready_changed();
     }
 
+    fn namespace_changed(&self, namespace: &str) {
+        self.origin.requeue_namespace(namespace);
+    }
+
     fn sweep(&self, cluster: Arc<Cluster>) -> BoxFuture<'static, usize> {
         let origin = self.origin.clone();
         Box::pin(async move { gc::sweep_cluster(&origin, &cluster).await })
@@ -142,6 +146,7 @@ impl Shared {
             refusal_backoff_min: tuning.refusal_backoff_min,
             refusal_backoff_max: tuning.refusal_backoff_max,
             foreign_backoff_max: tuning.foreign_backoff_max,
+            worker_namespaces: cfg.worker_namespaces,
         };
         let token = CancellationToken::new();
         let tasks = TaskTracker::new();

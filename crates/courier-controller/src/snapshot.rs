@@ -209,7 +209,9 @@ fn describe(action: &Action) -> String {
                 ""
             }
         ),
-        Action::EnsureNamespace { cluster, namespace } => {
+        Action::EnsureNamespace {
+            cluster, namespace, ..
+        } => {
             format!("create namespace {namespace} on {cluster} if missing")
         }
         Action::CreateMirror { cluster, epoch, .. } => {

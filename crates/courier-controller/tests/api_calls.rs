@@ -59,6 +59,8 @@ async fn every_call_the_controller_makes_is_in_the_api_call_table() {
     install_crd(&mc).await;
     ensure_namespace(&mc, NS).await;
     ensure_namespace(&mc, JOBS_NS).await;
+    // The worker chart's namespace (its ServiceAccount's: the origin id claim lives there).
+    ensure_namespace(&wc, NS).await;
     // Distinct users for the controller, so its requests stand apart from the harness's.
     mgmt.add_token("ctl", MGMT_USER, RuleSet::allow_all());
     w1.add_token("ctl-w1", WORKER_USER, RuleSet::allow_all());
@@ -74,6 +76,10 @@ async fn every_call_the_controller_makes_is_in_the_api_call_table() {
         leader_elect: true,
         identity: "api-calls-test".into(),
         ui_addr: Some(([0, 0, 0, 0], ui_port).into()),
+        // So that the namespace create (only made with the flag) is among the calls.
+        worker_namespaces: courier_controller::WorkerNamespaces::Create {
+            pod_security: courier_controller::PodSecurityLevel::Restricted,
+        },
         ..config()
     };
     let controller = Controller::with_tuning(ctl_client, cfg, tuning())
@@ -210,6 +216,10 @@ async fn every_call_the_controller_makes_is_in_the_api_call_table() {
         (Target::Worker, "delete", "jobs", ""),
         (Target::Worker, "create", "namespaces", ""),
         (Target::Worker, "create", "selfsubjectaccessreviews", ""),
+        (Target::Worker, "create", "selfsubjectreviews", ""),
+        (Target::Worker, "get", "configmaps", ""),
+        (Target::Worker, "create", "configmaps", ""),
+        (Target::Management, "watch", "namespaces", ""),
     ];
     for (target, verb, resource, sub) in expected {
         let hit = seen.iter().any(|i| {

@@ -333,6 +333,8 @@ async fn the_worker_charts_policy_refuses_a_privileged_mirror() {
         .await
         .unwrap_or_else(|e| panic!("kubesim refused the chart's {kind}: {e}"));
     }
+    // The worker chart's release namespace: the ServiceAccount's, where the origin id is claimed.
+    ensure_namespace(w1, NS).await;
     use_token(
         &env,
         "w1",

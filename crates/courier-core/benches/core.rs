@@ -143,6 +143,7 @@ fn clusters(n: usize) -> Vec<ClusterView> {
             degraded: false,
             draining: false,
             duplicate: false,
+            namespace_selector: None,
         })
         .collect()
 }
@@ -151,13 +152,14 @@ fn bench_placement(c: &mut Criterion) {
     let clusters = clusters(100);
     let excluded = courier_core::placement::Exclusions::new();
     c.bench_function("choose_cluster/100_clusters", |b| {
-        b.iter(|| choose_cluster(black_box(&clusters), None, &excluded).is_ok())
+        b.iter(|| choose_cluster(black_box(&clusters), None, &BTreeMap::new(), &excluded).is_ok())
     });
     c.bench_function("choose_cluster/100_clusters_selector", |b| {
         b.iter(|| {
             choose_cluster(
                 black_box(&clusters),
                 Some(black_box("region in (eu,us),gpu=a100")),
+                &BTreeMap::new(),
                 &excluded,
             )
             .is_ok()

@@ -13,6 +13,11 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
+use courier_api::reasons::{
+    EVENT_MIRROR_REJECTED, EVENT_NAMESPACE_MISSING, REASON_MIRROR_REJECTED,
+    REASON_NAMESPACE_MISSING,
+};
+
 use crate::reconcile::DispatchConfig;
 
 /// What a cluster answered (or did not) to a create of this origin's mirror.
@@ -24,6 +29,9 @@ pub enum AvoidKind {
     Refused,
     /// No answer (timeout, connection failure) and the cluster is not answering since.
     Unanswered,
+    /// The Job's namespace does not exist on the worker (or is being deleted) and Courier does not
+    /// create it there.
+    NamespaceMissing,
 }
 
 /// A cluster to skip for this origin until `until`.
@@ -73,7 +81,9 @@ impl Hints {
             .map_or(1, |a| a.strikes.saturating_add(1));
         let max = match kind {
             AvoidKind::Foreign => config.foreign_backoff_max,
-            AvoidKind::Refused | AvoidKind::Unanswered => config.refusal_backoff_max,
+            AvoidKind::Refused | AvoidKind::Unanswered | AvoidKind::NamespaceMissing => {
+                config.refusal_backoff_max
+            }
         };
         let delay = backoff(config.refusal_backoff_min, max, strikes);
         let until = SignedDuration::try_from(delay)
@@ -104,6 +114,25 @@ impl Hints {
     /// When the first verdict in force at `now` expires.
     pub fn next_expiry(&self, now: Timestamp) -> Option<Timestamp> {
         self.in_force(now).map(|(_, a)| a.until).min()
+    }
+}
+
+pub(crate) fn rejection(cluster: &str, kind: AvoidKind, message: &str) -> String {
+    match kind {
+        AvoidKind::Unanswered => {
+            format!("WorkerCluster {cluster} did not answer the mirror's create ({message})")
+        }
+        // The controller's message names the cluster, the namespace and the fix.
+        AvoidKind::NamespaceMissing => message.to_string(),
+        _ => format!("WorkerCluster {cluster} refused the mirror: {message}"),
+    }
+}
+
+/// The event and Placed reason for a worker's refusal of this kind.
+pub(crate) fn refusal_reasons(kind: AvoidKind) -> (&'static str, &'static str) {
+    match kind {
+        AvoidKind::NamespaceMissing => (REASON_NAMESPACE_MISSING, EVENT_NAMESPACE_MISSING),
+        _ => (REASON_MIRROR_REJECTED, EVENT_MIRROR_REJECTED),
     }
 }
 

@@ -1,10 +1,12 @@
 //! courier-core: Courier's decisions as pure functions. Values in, decisions out: no I/O, no async, no
 //! clocks (`now` is always an input), so every rule is unit- and property-testable.
 //!
+//! - [`claim`]: claiming this management cluster's origin id on a worker.
 //! - [`selector`]: `courier.dev/cluster-selector` strings, matched against WorkerCluster labels.
 //! - [`indexes`]: Job index lists (`completedIndexes`, `failedIndexes`).
 //! - [`job`]: the few facts about a Job spec/status the decisions need, read from JSON or typed values.
 //! - [`mirror`]: building a mirror Job from an origin's JSON.
+//! - [`namespaces`]: whether a Job's namespace may be created on a worker, and its Pod Security labels.
 //! - [`drift`]: spec changes that flow down to the mirror, judged against what was last sent.
 //! - [`hints`]: what the controller learnt from workers' answers (refusals, name conflicts), with
 //!   per-cluster backoff.
@@ -16,12 +18,14 @@
 //! - [`reconcile`]: `decide`, the whole controller brain for one origin Job.
 //! - [`phase`]: the one vocabulary for where a Job is in its life (CLI, web view, metrics).
 
+pub mod claim;
 pub mod dispatched;
 pub mod drift;
 pub mod hints;
 pub mod indexes;
 pub mod job;
 pub mod mirror;
+pub mod namespaces;
 pub mod ownership;
 pub mod phase;
 pub mod placed;

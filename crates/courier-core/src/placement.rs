@@ -1,6 +1,7 @@
 //! Choosing the worker cluster for a Job, or saying exactly why none can take it.
 //!
-//! Eligible: matches the origin's cluster selector, not being removed, not excluded for this origin
+//! Eligible: matches the origin's cluster selector, takes Jobs from the origin's namespace (the
+//! WorkerCluster's `spec.namespaceSelector` over the management namespace's labels), not being removed, not excluded for this origin
 //! (a foreign Job holds the name there, the Job was lost there, or the worker refused its mirror or
 //! did not answer, for a backoff period), not paused, weight > 0, and Ready. Among the eligible,
 //! the cluster with the lowest `(current mirrors + 1) / weight` wins — the load it would have after
@@ -11,6 +12,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use courier_api::WorkerCluster;
 use jiff::Timestamp;
 
 use crate::selector::{ClusterSelector, SelectorError};
@@ -39,12 +41,40 @@ pub struct ClusterView {
     /// A later registration of an API server another WorkerCluster registers: never chosen (Jobs
     /// placed through it before that was known keep running there).
     pub duplicate: bool,
+    /// `spec.namespaceSelector`: which management namespaces it takes Jobs from (`None`: all); an
+    /// invalid one (the message) takes none.
+    pub namespace_selector: Option<Result<ClusterSelector, String>>,
 }
+
+/// A WorkerCluster's `spec.namespaceSelector`, parsed ([`ClusterView::namespace_selector`]).
+pub fn namespace_selector(wc: &WorkerCluster) -> Option<Result<ClusterSelector, String>> {
+    wc.spec.namespace_selector.as_ref().map(|ls| {
+        ClusterSelector::from_label_selector(ls)
+            .map_err(|e| format!("invalid spec.namespaceSelector: {e}"))
+    })
+}
+
+/// The labels a management namespace is matched with: what the cache holds, plus the
+/// `kubernetes.io/metadata.name` label the API server gives every namespace (so a selector by name
+/// works even before the cache has the namespace).
+pub fn namespace_labels(
+    namespace: &str,
+    cached: Option<&BTreeMap<String, String>>,
+) -> BTreeMap<String, String> {
+    let mut labels = cached.cloned().unwrap_or_default();
+    labels.insert(NAMESPACE_NAME_LABEL.to_string(), namespace.to_string());
+    labels
+}
+
+/// The label the API server sets on every namespace, to its name.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// Why one cluster cannot take this Job. Checked in this order; the first that applies is reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Ineligibility {
     SelectorMismatch,
+    /// Its `spec.namespaceSelector` does not take Jobs from the Job's namespace.
+    NamespaceNotSelected,
     /// The WorkerCluster is being deleted.
     Removing,
     /// Another WorkerCluster registers the same API server.
@@ -57,6 +87,8 @@ pub enum Ineligibility {
     Refused,
     /// Excluded for this Job for a while: the worker did not answer the create.
     Unanswered,
+    /// Excluded for this Job for a while: the Job's namespace does not exist there.
+    NamespaceMissing,
     Paused,
     ZeroWeight,
     NotReady,
@@ -65,7 +97,10 @@ pub enum Ineligibility {
 impl Ineligibility {
     /// Rejections that are about this Job on that worker (not about the worker as a whole).
     pub fn is_refusal(self) -> bool {
-        matches!(self, Ineligibility::Refused | Ineligibility::Unanswered)
+        matches!(
+            self,
+            Ineligibility::Refused | Ineligibility::Unanswered | Ineligibility::NamespaceMissing
+        )
     }
 }
 
@@ -73,12 +108,14 @@ impl fmt::Display for Ineligibility {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Ineligibility::SelectorMismatch => "not matching the cluster selector",
+            Ineligibility::NamespaceNotSelected => "not taking Jobs from this namespace",
             Ineligibility::Removing => "being removed",
             Ineligibility::Duplicate => "a duplicate registration",
             Ineligibility::Conflict => "holding another Job of that name",
             Ineligibility::Lost => "lost for this Job",
             Ineligibility::Refused => "refused the mirror",
             Ineligibility::Unanswered => "did not answer",
+            Ineligibility::NamespaceMissing => "lacking the Job's namespace",
             Ineligibility::Paused => "paused",
             Ineligibility::ZeroWeight => "weight 0",
             Ineligibility::NotReady => "not Ready",
@@ -159,14 +196,23 @@ fn describe_rejections(selector: Option<&str>, rejected: &[(String, Ineligibilit
     )
 }
 
-/// Why `cluster` cannot take the Job, or `None` when it can.
+/// Why `cluster` cannot take the Job (whose namespace has `namespace_labels`), or `None` when it
+/// can.
 pub fn ineligibility(
     cluster: &ClusterView,
     selector: &ClusterSelector,
+    namespace_labels: &BTreeMap<String, String>,
     excluded: &Exclusions,
 ) -> Option<Ineligibility> {
+    let takes_namespace = match &cluster.namespace_selector {
+        None => true,
+        Some(Ok(s)) => s.matches(namespace_labels),
+        Some(Err(_)) => false,
+    };
     if !selector.matches(&cluster.labels) {
         Some(Ineligibility::SelectorMismatch)
+    } else if !takes_namespace {
+        Some(Ineligibility::NamespaceNotSelected)
     } else if cluster.draining {
         Some(Ineligibility::Removing)
     } else if cluster.duplicate {
@@ -184,11 +230,12 @@ pub fn ineligibility(
     }
 }
 
-/// Picks the cluster for a Job whose `courier.dev/cluster-selector` is `selector` (None = any),
-/// never one in `excluded`.
+/// Picks the cluster for a Job whose `courier.dev/cluster-selector` is `selector` (None = any) and
+/// whose namespace has `namespace_labels` ([`namespace_labels`]), never one in `excluded`.
 pub fn choose_cluster<'a>(
     clusters: &'a [ClusterView],
     selector: Option<&str>,
+    namespace_labels: &BTreeMap<String, String>,
     excluded: &Exclusions,
 ) -> Result<&'a ClusterView, NoEligibleCluster> {
     if clusters.is_empty() {
@@ -206,7 +253,7 @@ pub fn choose_cluster<'a>(
     let mut rejected = Vec::new();
     let mut best: Option<&ClusterView> = None;
     for cluster in clusters {
-        match ineligibility(cluster, &parsed, excluded) {
+        match ineligibility(cluster, &parsed, namespace_labels, excluded) {
             Some(reason) => rejected.push((cluster.name.clone(), reason)),
             None => {
                 if best.is_none_or(|b| better(cluster, b) == Ordering::Less) {
@@ -259,6 +306,7 @@ mod tests {
             degraded: false,
             draining: false,
             duplicate: false,
+            namespace_selector: None,
         }
     }
 
@@ -269,14 +317,16 @@ mod tests {
         let mut busy = cluster("b", &[]);
         busy.current_mirrors = 50;
         let clusters = [hung.clone(), busy];
-        let chosen = choose_cluster(&clusters, None, &Exclusions::new()).map(|c| c.name.as_str());
+        let chosen =
+            choose_cluster(&clusters, None, &ns(), &Exclusions::new()).map(|c| c.name.as_str());
         assert_eq!(
             chosen,
             Ok("b"),
             "a responsive cluster wins even with more mirrors"
         );
         let only = [hung];
-        let chosen = choose_cluster(&only, None, &Exclusions::new()).map(|c| c.name.as_str());
+        let chosen =
+            choose_cluster(&only, None, &ns(), &Exclusions::new()).map(|c| c.name.as_str());
         assert_eq!(
             chosen,
             Ok("a"),
@@ -288,28 +338,32 @@ mod tests {
         Exclusions::new()
     }
 
+    fn ns() -> BTreeMap<String, String> {
+        namespace_labels("ml", None)
+    }
+
     #[test]
     fn picks_least_loaded_relative_to_weight_then_name() {
         let mut a = cluster("a", &[]);
         let mut b = cluster("b", &[]);
         assert_eq!(
-            choose_cluster(&[b.clone(), a.clone()], None, &none()).map(|c| &c.name),
+            choose_cluster(&[b.clone(), a.clone()], None, &ns(), &none()).map(|c| &c.name),
             Ok(&"a".to_string())
         );
         a.current_mirrors = 1;
         assert_eq!(
-            choose_cluster(&[a.clone(), b.clone()], None, &none()).map(|c| c.name.as_str()),
+            choose_cluster(&[a.clone(), b.clone()], None, &ns(), &none()).map(|c| c.name.as_str()),
             Ok("b")
         );
         b.weight = 3;
         b.current_mirrors = 2; // (2+1)/3 = 1 < (1+1)/1 = 2
         assert_eq!(
-            choose_cluster(&[a.clone(), b.clone()], None, &none()).map(|c| c.name.as_str()),
+            choose_cluster(&[a.clone(), b.clone()], None, &ns(), &none()).map(|c| c.name.as_str()),
             Ok("b")
         );
         b.current_mirrors = 5; // 6/3 = 2 == 2/1: tie -> name
         assert_eq!(
-            choose_cluster(&[b, a], None, &none()).map(|c| c.name.as_str()),
+            choose_cluster(&[b, a], None, &ns(), &none()).map(|c| c.name.as_str()),
             Ok("a")
         );
     }
@@ -320,7 +374,7 @@ mod tests {
         clusters[1].weight = 3;
         let mut count = BTreeMap::new();
         for _ in 0..40 {
-            let name = choose_cluster(&clusters, None, &none())
+            let name = choose_cluster(&clusters, None, &ns(), &none())
                 .expect("eligible")
                 .name
                 .clone();
@@ -349,7 +403,8 @@ mod tests {
         twice.duplicate = true;
         let all = vec![paused, down, zero, us, conflicted, removing, twice];
         let excluded = Exclusions::from([("c".to_string(), Ineligibility::Conflict)]);
-        let err = choose_cluster(&all, Some("region=eu"), &excluded).expect_err("none eligible");
+        let err =
+            choose_cluster(&all, Some("region=eu"), &ns(), &excluded).expect_err("none eligible");
         assert_eq!(
             err,
             NoEligibleCluster::NoneEligible {
@@ -383,21 +438,26 @@ mod tests {
     #[test]
     fn summary_messages() {
         assert_eq!(
-            choose_cluster(&[], None, &none())
+            choose_cluster(&[], None, &ns(), &none())
                 .expect_err("empty")
                 .to_string(),
             "no WorkerCluster is registered"
         );
         let eu = cluster("eu", &[("region", "eu")]);
-        let err = choose_cluster(std::slice::from_ref(&eu), Some("region=us"), &none())
+        let err = choose_cluster(std::slice::from_ref(&eu), Some("region=us"), &ns(), &none())
             .expect_err("mismatch");
         assert_eq!(
             err.to_string(),
             "cluster selector \"region=us\" matched none of the 1 WorkerClusters"
         );
         assert!(err.all_for(Ineligibility::SelectorMismatch));
-        let err = choose_cluster(std::slice::from_ref(&eu), Some("region in (eu"), &none())
-            .expect_err("bad");
+        let err = choose_cluster(
+            std::slice::from_ref(&eu),
+            Some("region in (eu"),
+            &ns(),
+            &none(),
+        )
+        .expect_err("bad");
         assert!(matches!(err, NoEligibleCluster::InvalidSelector { .. }));
         assert!(
             err.to_string()
@@ -405,12 +465,12 @@ mod tests {
         );
         let mut p = eu.clone();
         p.paused = true;
-        let err = choose_cluster(&[p], None, &none()).expect_err("paused");
+        let err = choose_cluster(&[p], None, &ns(), &none()).expect_err("paused");
         assert!(err.all_for(Ineligibility::Paused));
         assert!(err.to_string().contains("(all paused)"), "{err}");
         let mut d = eu;
         d.ready = false;
-        let err = choose_cluster(&[d], None, &none()).expect_err("down");
+        let err = choose_cluster(&[d], None, &ns(), &none()).expect_err("down");
         assert!(err.to_string().contains("(none Ready)"), "{err}");
     }
 
@@ -476,10 +536,10 @@ mod tests {
             }).collect();
             let excluded: Exclusions = clusters.iter().zip(&excluded_mask)
                 .filter(|(_, x)| **x).map(|(c, _)| (c.name.clone(), Ineligibility::Refused)).collect();
-            let forward = choose_cluster(&clusters, Some("region=eu"), &excluded);
+            let forward = choose_cluster(&clusters, Some("region=eu"), &ns(), &excluded);
             let mut reversed = clusters.clone();
             reversed.reverse();
-            let backward = choose_cluster(&reversed, Some("region=eu"), &excluded);
+            let backward = choose_cluster(&reversed, Some("region=eu"), &ns(), &excluded);
             prop_assert_eq!(forward.clone().map(|c| c.name.clone()), backward.map(|c| c.name.clone()));
             let want = documented_choice(&clusters, &excluded);
             match forward {

@@ -28,8 +28,9 @@
 //! - `EnsureNamespace`/`CreateMirror` refused by the worker (400, 403, 422, an admission denial):
 //!   record [`AvoidKind::Refused`] with the server's message and requeue at once. No answer
 //!   (timeout, connection failure, circuit open) on a cluster that is then stalled or not answering:
-//!   record [`AvoidKind::Unanswered`] and requeue at once. 404 (namespace gone), 429 and 5xx: plain
-//!   retries.
+//!   record [`AvoidKind::Unanswered`] and requeue at once. `CreateMirror` answered 404 (the
+//!   namespace does not exist) or 403 `NamespaceTerminating`: record [`AvoidKind::NamespaceMissing`]
+//!   with [`crate::namespaces::missing_message`] and requeue at once. 429 and 5xx: plain retries.
 //! - `PatchMirrorSpec` with a `template`: read the live mirror and merge-patch its template into the
 //!   given one ([`crate::drift::template_patch`]) in the same request. Refused (400, 403, 422):
 //!   record [`OutOfSync`] for that mirror and origin generation and requeue; mark it announced once
@@ -42,7 +43,10 @@
 //!   them this origin's mirrors (`Current` or `Stale`) are patched or deleted.
 //! - A suspended origin that was never dispatched is not dispatched (it shows `Suspended=True`).
 //! - First placement: intent (cluster label, epoch and re-dispatch annotations, finalizer) in one
-//!   origin patch, then namespace, then mirror.
+//!   origin patch, then the namespace (only with `--create-worker-namespaces`), then mirror.
+//! - A worker without the Job's namespace (or with it being deleted) is skipped like a refusal, with
+//!   a `NamespaceMissing` Warning naming the cluster, the namespace and the fix; with none left the
+//!   Placed condition's reason is `NamespaceMissing`.
 //! - **Stale before new.** A new epoch's mirror is created only once every unfinished mirror of
 //!   ours that a readable cache shows elsewhere is deleted and gone: two runs can only overlap on a
 //!   worker that cannot be seen (a partition), where fencing deletes the old one when it answers.
@@ -94,6 +98,7 @@ use k8s_openapi::api::batch::v1::JobStatus;
 use serde_json::{Map, Value};
 
 use crate::job::JobSpecEssentials;
+use crate::namespaces::WorkerNamespaces;
 use crate::placement::ClusterView;
 
 pub use crate::hints::{Avoid, AvoidKind, Hints, OutOfSync};
@@ -190,6 +195,8 @@ pub struct DispatchConfig {
     pub refusal_backoff_min: Duration,
     pub refusal_backoff_max: Duration,
     pub foreign_backoff_max: Duration,
+    /// Whether a Job's namespace may be created on a worker (`--create-worker-namespaces`).
+    pub worker_namespaces: WorkerNamespaces,
 }
 
 impl Default for DispatchConfig {
@@ -205,6 +212,7 @@ impl Default for DispatchConfig {
             refusal_backoff_min: Duration::from_secs(30),
             refusal_backoff_max: Duration::from_secs(600),
             foreign_backoff_max: Duration::from_secs(300),
+            worker_namespaces: WorkerNamespaces::MustExist,
         }
     }
 }
@@ -220,6 +228,9 @@ pub struct ReconcileInput<'a> {
     pub mirrors: &'a BTreeMap<String, MirrorObservation>,
     /// Every registered WorkerCluster.
     pub clusters: &'a [ClusterView],
+    /// The labels of the origin's namespace in the management cluster (what WorkerClusters'
+    /// `spec.namespaceSelector` match; see [`crate::placement::namespace_labels`]).
+    pub namespace_labels: &'a BTreeMap<String, String>,
     pub config: &'a DispatchConfig,
     pub hints: &'a Hints,
     pub now: Timestamp,
@@ -253,8 +264,13 @@ pub enum Action {
         add_finalizer: bool,
         patch: Value,
     },
-    /// Create the namespace on the worker if it does not exist.
-    EnsureNamespace { cluster: String, namespace: String },
+    /// Create the namespace on the worker, with these labels, if it does not exist (only with
+    /// [`WorkerNamespaces::Create`]; an existing namespace is left as it is).
+    EnsureNamespace {
+        cluster: String,
+        namespace: String,
+        labels: BTreeMap<String, String>,
+    },
     /// Create the mirror (AlreadyExists: see the module docs).
     CreateMirror {
         cluster: String,

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube_core::{Expression, Selector, SelectorExt};
 
 /// A parsed cluster selector. The empty string selects every cluster.
@@ -78,6 +79,32 @@ impl ClusterSelector {
             selector: expressions.into_iter().collect(),
             source: input.trim().to_string(),
         })
+    }
+
+    /// A `metav1.LabelSelector` (e.g. a WorkerCluster's `spec.namespaceSelector`), checked like the
+    /// string form it is written back to (`matchLabels` as `k=v`, then `matchExpressions`); an empty
+    /// one selects everything.
+    pub fn from_label_selector(ls: &LabelSelector) -> Result<Self, SelectorError> {
+        let mut parts: Vec<String> = Vec::new();
+        for (k, v) in ls.match_labels.iter().flatten() {
+            parts.push(format!("{k}={v}"));
+        }
+        for e in ls.match_expressions.iter().flatten() {
+            let values = e.values.clone().unwrap_or_default().join(",");
+            parts.push(match e.operator.as_str() {
+                "In" => format!("{} in ({values})", e.key),
+                "NotIn" => format!("{} notin ({values})", e.key),
+                "Exists" => e.key.clone(),
+                "DoesNotExist" => format!("!{}", e.key),
+                other => {
+                    return Err(SelectorError::UnsupportedOperator {
+                        requirement: format!("{} {other} ({values})", e.key),
+                        operator: other.to_string(),
+                    });
+                }
+            });
+        }
+        Self::parse(&parts.join(","))
     }
 
     /// The selector that matches every cluster.

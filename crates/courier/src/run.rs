@@ -7,7 +7,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use courier_api::{DEFAULT_NAMESPACE, DEFAULT_ORIGIN_ID};
-use courier_controller::{ControllerConfig, CredentialPolicy, LeaseTimings};
+use courier_controller::{
+    ControllerConfig, CredentialPolicy, LeaseTimings, PodSecurityLevel, WorkerNamespaces,
+};
 use kube::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -88,6 +90,20 @@ pub struct RunArgs {
     #[arg(long, env = "COURIER_ALLOW_INSECURE_KUBECONFIGS", num_args = 0..=1, default_missing_value = "true",
           default_value = "false", value_parser = clap::builder::BoolishValueParser::new())]
     pub allow_insecure_kubeconfigs: bool,
+    /// Create a Job's namespace on a worker that lacks it (labelled with
+    /// --worker-namespace-pod-security). Off by default: the namespace must exist on the worker, and
+    /// a worker without it is skipped for that Job (Warning event NamespaceMissing).
+    #[arg(long, env = "COURIER_CREATE_WORKER_NAMESPACES", num_args = 0..=1, default_missing_value = "true",
+          default_value = "false", value_parser = clap::builder::BoolishValueParser::new())]
+    pub create_worker_namespaces: bool,
+    /// Pod Security Admission level (enforce, audit and warn, version latest) of the namespaces
+    /// --create-worker-namespaces creates: restricted, baseline or privileged.
+    #[arg(
+        long,
+        env = "COURIER_WORKER_NAMESPACE_POD_SECURITY",
+        default_value = "restricted"
+    )]
+    pub worker_namespace_pod_security: PodSecurityLevel,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +162,13 @@ impl RunArgs {
                 allow_exec: self.allow_exec_kubeconfigs,
                 allow_file_references: self.allow_file_kubeconfigs,
                 allow_insecure_tls: self.allow_insecure_kubeconfigs,
+            },
+            worker_namespaces: if self.create_worker_namespaces {
+                WorkerNamespaces::Create {
+                    pod_security: self.worker_namespace_pod_security,
+                }
+            } else {
+                WorkerNamespaces::MustExist
             },
         }
     }
@@ -260,6 +283,39 @@ mod tests {
         assert!(!c.leader_elect);
         assert_eq!(c.credentials, CredentialPolicy::default());
         assert_eq!(c.ui_addr, None, "the web view is off unless asked for");
+        assert_eq!(
+            c.worker_namespaces,
+            WorkerNamespaces::MustExist,
+            "namespaces on workers are not Courier's to create unless asked for"
+        );
+    }
+
+    #[test]
+    fn worker_namespace_flags() {
+        let t = T::try_parse_from(["t", "--create-worker-namespaces"]).expect("parses");
+        assert_eq!(
+            t.run.config().worker_namespaces,
+            WorkerNamespaces::Create {
+                pod_security: PodSecurityLevel::Restricted
+            }
+        );
+        let t = T::try_parse_from([
+            "t",
+            "--create-worker-namespaces=true",
+            "--worker-namespace-pod-security=baseline",
+        ])
+        .expect("parses");
+        assert_eq!(
+            t.run.config().worker_namespaces,
+            WorkerNamespaces::Create {
+                pod_security: PodSecurityLevel::Baseline
+            }
+        );
+        let e = T::try_parse_from(["t", "--worker-namespace-pod-security=strict"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("restricted, baseline or privileged"), "{e}");
     }
 
     #[test]

@@ -49,6 +49,7 @@ fn management_custom_values() -> Value {
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "logFormat": "text",
         "extraArgs": ["--identity=chart-test"],
+        "workerNamespaces": {"create": true, "podSecurity": "baseline"},
     })
 }
 
@@ -76,6 +77,7 @@ fn worker_custom() -> Rendered {
         &json!({
             "serviceAccount": "dispatcher-eu",
             "tokenSecret": false,
+            "createNamespaces": true,
             "extraAllowedUsernames": [EXTRA_ALLOWED],
         }),
     )
@@ -194,19 +196,41 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
         [
             "ClusterRole",
             "ClusterRoleBinding",
-            "Secret",
+            "Role",
+            "RoleBinding",
             "ServiceAccount",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding"
         ]
     );
-    let secret = w.one("Secret");
+    // No long-lived token by default (issue #17 §4): NOTES explain bound, expiring tokens.
+    assert!(
+        w.of_kind("Secret").is_empty(),
+        "tokenSecret defaults to false"
+    );
+    assert!(
+        w.notes.contains("--token-request --duration 8760h")
+            && w.notes.contains("service-account-max-token-expiration"),
+        "{}",
+        w.notes
+    );
+    let long = render(
+        "courier-worker",
+        "courier-worker",
+        NS,
+        &json!({"tokenSecret": true}),
+    );
+    let secret = long.one("Secret");
     assert_eq!(secret["type"], "kubernetes.io/service-account-token");
     assert_eq!(
         secret.pointer("/metadata/annotations/kubernetes.io~1service-account.name"),
         Some(&json!("courier-dispatcher"))
     );
-    assert!(w.notes.contains("courier-dispatcher-token"), "{}", w.notes);
+    assert!(
+        long.notes.contains("courier-dispatcher-token"),
+        "{}",
+        long.notes
+    );
 
     let wc = worker_custom();
     check_placement(&wc, CUSTOM_WORKER_NS, "w");
@@ -261,6 +285,8 @@ fn values_schemas_refuse_mistakes_at_install_time() {
         ("courier", json!({"metricsPort": "8080"}), "/metricsPort"),
         ("courier", json!({"serviceMonitor": true}), "/serviceMonitor"),
         ("courier", json!({"replicaCount": 3}), "replicaCount"),
+        ("courier", json!({"workerNamespaces": {"podSecurity": "strict"}}), "/workerNamespaces/podSecurity"),
+        ("courier-worker", json!({"createNamespaces": "yes"}), "/createNamespaces"),
         ("courier-worker", json!({"serviceAccount": "Not_A_Name"}), "/serviceAccount"),
         ("courier-worker", json!({"protectMirrorLabels": "yes"}), "/protectMirrorLabels"),
         ("courier-worker", json!({"extraAllowedUsernames": "alice"}), "/extraAllowedUsernames"),
@@ -439,13 +465,27 @@ fn describe(c: &ApiCall) -> String {
 
 /// Every call of `target` is granted where it is made, calls in Courier's namespace are granted only
 /// there, and every granted (verb, group, resource) is a call of the table: nothing more.
-fn check_rbac(r: &Rendered, target: Target, ns: &str, sa: &str, chart: &str) {
+/// `creating_namespaces`: the values let Courier create namespaces (worker `createNamespaces`).
+fn check_rbac(
+    r: &Rendered,
+    target: Target,
+    ns: &str,
+    sa: &str,
+    chart: &str,
+    creating_namespaces: bool,
+) {
     let rules = granted(r, ns, sa);
     // The web view's reviews are granted only when the chart turns it on.
     let ui = ui_addr(r).is_some();
     let calls: Vec<&ApiCall> = api_calls::all()
         .filter(|c| {
-            c.target == target && (c.grant == Grant::Rbac || (ui && c.grant == Grant::RbacWithUi))
+            c.target == target
+                && match c.grant {
+                    Grant::Rbac => true,
+                    Grant::RbacWithUi => ui,
+                    Grant::RbacCreatingNamespaces => creating_namespaces,
+                    Grant::Everyone => false,
+                }
         })
         .collect();
     let allowed = |c: &ApiCall, namespace: &str| {
@@ -530,6 +570,7 @@ fn management_rbac_grants_exactly_the_management_calls() {
         NS,
         "courier",
         "charts/courier",
+        false,
     );
     let custom = management_custom();
     // Release "dispatch": the account is named after the release.
@@ -539,6 +580,7 @@ fn management_rbac_grants_exactly_the_management_calls() {
         "batch-control",
         "dispatch-courier",
         "charts/courier (custom)",
+        false,
     );
     // The Deployment runs as the account the RBAC is bound to.
     for (r, sa) in [
@@ -578,6 +620,7 @@ fn web_view_is_off_by_default_and_on_its_own_port_with_its_reviews() {
         NS,
         "courier",
         "charts/courier (ui.enabled)",
+        false,
     );
     let c = &on.one("Deployment")["spec"]["template"]["spec"]["containers"][0];
     let port = c["ports"]
@@ -615,6 +658,7 @@ fn worker_rbac_grants_exactly_the_worker_calls() {
         NS,
         "courier-dispatcher",
         "charts/courier-worker",
+        false,
     );
     let custom = worker_custom();
     check_rbac(
@@ -623,6 +667,7 @@ fn worker_rbac_grants_exactly_the_worker_calls() {
         CUSTOM_WORKER_NS,
         "dispatcher-eu",
         "charts/courier-worker (custom)",
+        true,
     );
     assert_eq!(
         custom.one("ServiceAccount")["metadata"]["name"],
@@ -812,6 +857,18 @@ fn deployment_is_hardened_and_courier_run_accepts_its_arguments() {
     assert_eq!(flag(&custom, "gc-interval"), Some("30s"));
     assert_eq!(flag(&custom, "worker-lost-timeout"), Some("5m"));
     assert_eq!(flag(&custom, "redispatch-on-worker-loss"), Some("never"));
+    assert!(custom.iter().any(|a| a == "--create-worker-namespaces"));
+    assert_eq!(
+        flag(&custom, "worker-namespace-pod-security"),
+        Some("baseline")
+    );
+    let default = args(&management_default());
+    assert!(
+        !default
+            .iter()
+            .any(|a| a.starts_with("--create-worker-namespaces")),
+        "Courier creates no namespaces on workers unless asked: {default:?}"
+    );
 }
 
 // ------------------------------------------------------------------------------- the rights at work
@@ -826,12 +883,23 @@ fn basic_user() -> Rule {
     .named("system:basic-user")
 }
 
+/// `system:basic-user`'s other half: SelfSubjectReviews (who am I), open to everyone too.
+fn basic_user_whoami() -> Rule {
+    Rule::new(
+        &["create"],
+        &["authentication.k8s.io"],
+        &["selfsubjectreviews"],
+    )
+    .named("system:basic-user")
+}
+
 fn rule_set(r: &Rendered, ns: &str, sa: &str) -> RuleSet {
     let mut allow: Vec<Rule> = granted(r, ns, sa)
         .into_iter()
         .map(|(rule, _)| rule)
         .collect();
     allow.push(basic_user());
+    allow.push(basic_user_whoami());
     RuleSet {
         allow,
         deny: Vec::new(),
@@ -940,6 +1008,16 @@ async fn the_charts_rights_are_enough_to_dispatch_a_job() {
             .create(&PostParams::default(), &obj)
             .await
             .unwrap_or_else(|e| panic!("namespace {ns}: {e}"));
+    }
+    // On the worker: the chart's namespace, and the Job's (Courier does not create it by default).
+    let w1_admin = client_for(&w1.kubeconfig()).await;
+    for ns in [NS, "team-a"] {
+        let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        Api::<Namespace>::all(w1_admin.clone())
+            .create(&PostParams::default(), &obj)
+            .await
+            .unwrap_or_else(|e| panic!("namespace {ns} on w1: {e}"));
     }
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {

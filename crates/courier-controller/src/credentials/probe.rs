@@ -67,11 +67,13 @@ where
 
 /// `/version` (retrying server errors twice), the version gate, then a SelfSubjectAccessReview per
 /// required right, each call within `deadline`. `user` (the kubeconfig's user name, when known) is
-/// named in failures.
+/// named in failures. `creating_namespaces` (the controller runs with `--create-worker-namespaces`)
+/// adds the right to create namespaces to those reviewed.
 pub async fn probe(
     client: &Client,
     server: &str,
     user: Option<&str>,
+    creating_namespaces: bool,
     deadline: Duration,
 ) -> Result<WorkerFacts, ProbeFailure> {
     let mut attempt: u64 = 0;
@@ -96,7 +98,7 @@ pub async fn probe(
     // timeout (as long as the probe interval), so concurrent reviews cost up to seven TLS handshakes
     // per worker per probe (measured: most of an idle controller's CPU, docs/benchmarks.md).
     let mut missing = Vec::new();
-    for (verb, group, resource) in crate::api_calls::worker_rights() {
+    for (verb, group, resource) in crate::api_calls::worker_rights(creating_namespaces) {
         match fresh(|| allowed(client, verb, group, resource, deadline)).await {
             Ok(true) => {}
             Ok(false) => missing.push(if group.is_empty() {

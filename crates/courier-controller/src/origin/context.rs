@@ -105,6 +105,15 @@ impl Ctx {
         }
     }
 
+    /// Re-examines every origin in management namespace `namespace`.
+    pub fn requeue_namespace(&self, namespace: &str) {
+        for key in self.origins.keys() {
+            if key.namespace == namespace {
+                self.queue.add(key);
+            }
+        }
+    }
+
     /// Drops what is remembered about an origin that is gone.
     pub fn forget_origin(&self, key: &ObjectKey) {
         self.memory.hints.lock_or_recover().remove(key);

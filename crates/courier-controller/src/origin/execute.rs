@@ -2,6 +2,8 @@
 //! action stops its own chain only; the reconcile is retried with backoff if any chain failed.
 //!
 //! How answers become input for the next decision (`courier_core::reconcile` module docs):
+//! - a create answered 404 (the namespace does not exist) or 403 NamespaceTerminating ->
+//!   `AvoidKind::NamespaceMissing`, message naming the cluster, the namespace and the fix;
 //! - a create (or the namespace before it) refused by the worker (400, 403, 422, an admission
 //!   denial) -> `AvoidKind::Refused` with the server's message; no answer on a cluster that is then
 //!   not answering (timeout, connection failure, open circuit, no client) -> `AvoidKind::Unanswered`.
@@ -16,6 +18,7 @@ use std::time::Duration;
 
 use courier_api::reasons::{EVENT_MIRROR_OUT_OF_SYNC, EVENT_STATUS_SYNC_FAILED};
 use courier_core::drift::template_patch;
+use courier_core::namespaces::missing_message;
 use courier_core::ownership::{Intent, OriginIdentity, Ownership, classify};
 use courier_core::reconcile::{Action, AvoidKind, Decision, EventType, OriginView, OutOfSync};
 use jiff::Timestamp;
@@ -74,6 +77,22 @@ fn unanswered(e: &CallError) -> bool {
             e,
             CallError::CircuitOpen(_) | CallError::NotConnected(_) | CallError::Busy(_)
         )
+}
+
+/// What the worker said when a create failed because the namespace does not exist (404: only the
+/// namespace can be missing for a create) or is being deleted (403 from the NamespaceLifecycle
+/// admission plugin, "unable to create new content in namespace X because it is being terminated";
+/// the Status's NamespaceTerminating cause is not kept in [`CallError`], its message is).
+fn namespace_missing(e: &CallError, ns: &str) -> Option<String> {
+    match e {
+        CallError::Api { code: 404, .. } => Some(server_message(e)),
+        CallError::Api {
+            code: 403, message, ..
+        } if message.contains(&format!("namespace {ns} because it is being terminated")) => {
+            Some(format!("it is being deleted: {message}"))
+        }
+        _ => None,
+    }
 }
 
 /// The server's own words where it gave some.
@@ -155,9 +174,10 @@ async fn perform(
         Action::EnsureNamespace {
             cluster: c,
             namespace,
+            labels,
         } => {
             let handle = cluster(shared, &c)?;
-            if let Err(e) = handle.ensure_namespace(&namespace).await {
+            if let Err(e) = handle.ensure_namespace(&namespace, &labels).await {
                 return turned_down(shared, key, origin, &handle, e, || {
                     format!("create namespace {namespace} on {c}")
                 });
@@ -182,7 +202,8 @@ async fn perform(
                     return adopt(shared, key, origin, inputs, &handle, &intent).await;
                 }
                 Err(e) => {
-                    let result = if refused(&e) {
+                    let missing = namespace_missing(&e, ns);
+                    let result = if refused(&e) || missing.is_some() {
                         "refused"
                     } else if unanswered(&e) {
                         "unanswered"
@@ -190,9 +211,14 @@ async fn perform(
                         "error"
                     };
                     dispatched(shared, inputs, &c, result, epoch);
-                    if e.is_not_found() {
-                        // The namespace vanished under us; create it again next time.
+                    if let Some(detail) = missing {
+                        // Created again next time if Courier creates namespaces; else skipped.
                         handle.forget_namespace(ns);
+                        warn!(cluster = %c, namespace = ns, detail, "the Job's namespace is missing on the worker; trying elsewhere");
+                        let message = missing_message(&c, ns, &detail);
+                        shared.avoid(key, &origin.uid, &c, AvoidKind::NamespaceMissing, &message);
+                        shared.queue.add(key.clone());
+                        return Ok(End::Again(Duration::ZERO));
                     }
                     return turned_down(shared, key, origin, &handle, e, || {
                         format!("create the mirror on {c} (epoch {epoch})")

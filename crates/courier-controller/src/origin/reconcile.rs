@@ -2,7 +2,8 @@
 //! decision's chains ([`super::execute`]).
 //!
 //! The contract with `courier_core::reconcile` (see its module docs) is followed literally:
-//! - decide runs only once the WorkerCluster list and the origin cache have synced;
+//! - decide runs only once the WorkerCluster list, the origin cache and the namespace list have
+//!   synced;
 //! - a cluster's view of the origin's name is `Unknown` unless the cluster is Ready and its mirror
 //!   cache synced (so a silent or stale worker never reads as "the mirror is gone");
 //! - origin writes are JSON merge patches carrying `metadata.resourceVersion` (a stale cache gets
@@ -22,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use courier_core::placement::ClusterView;
+use courier_core::placement::{ClusterView, namespace_labels, namespace_selector};
 use courier_core::reconcile::{
     Decision, EventType, Hints, MirrorObservation, OriginView, ReconcileInput, decide,
 };
@@ -51,6 +52,8 @@ pub struct Inputs {
     /// When the present mirrors' current versions reached the cache, by cluster.
     pub observed_at: HashMap<String, Instant>,
     pub clusters: Vec<ClusterView>,
+    /// The labels of the origin's namespace (WorkerClusters' `spec.namespaceSelector`).
+    pub namespace_labels: BTreeMap<String, String>,
     pub hints: Hints,
 }
 
@@ -87,6 +90,7 @@ pub fn gather(shared: &Ctx, key: &ObjectKey) -> Option<Inputs> {
             degraded: server.stalled(),
             draining: c.draining(),
             duplicate: base.is_some(),
+            namespace_selector: namespace_selector(&wc),
         });
         let placed_here = intent_cluster.as_deref() == Some(c.name.as_str());
         let placed_on_alias = intent_cluster
@@ -110,11 +114,14 @@ pub fn gather(shared: &Ctx, key: &ObjectKey) -> Option<Inputs> {
         mirrors.insert(c.name.clone(), observation);
     }
     let hints = shared.hints_for(key, &entry.view.uid);
+    let cached = shared.registry.namespaces.get(&key.namespace);
+    let namespace_labels = namespace_labels(&key.namespace, cached.as_deref());
     Some(Inputs {
         entry,
         mirrors,
         observed_at,
         clusters,
+        namespace_labels,
         hints,
     })
 }
@@ -135,6 +142,7 @@ pub fn dry_run(shared: &Ctx, key: &ObjectKey) -> Option<(Inputs, Decision)> {
         origin_json: Some(&origin_json),
         mirrors: &inputs.mirrors,
         clusters: &inputs.clusters,
+        namespace_labels: &inputs.namespace_labels,
         config: &shared.dispatch,
         hints: &inputs.hints,
         now: Timestamp::now(),
@@ -180,7 +188,10 @@ pub async fn run(shared: &Arc<Ctx>, key: &ObjectKey) {
 }
 
 async fn reconcile(shared: &Arc<Ctx>, key: &ObjectKey) -> Result<Option<Duration>, ReconcileError> {
-    if !shared.registry.is_synced() || !shared.origins.is_synced() {
+    if !shared.registry.is_synced()
+        || !shared.origins.is_synced()
+        || !shared.registry.namespaces.is_synced()
+    {
         return Ok(Some(shared.tuning.short_retry));
     }
     let Some(inputs) = gather(shared, key) else {
@@ -193,6 +204,7 @@ async fn reconcile(shared: &Arc<Ctx>, key: &ObjectKey) -> Result<Option<Duration
         origin_json: None,
         mirrors: &inputs.mirrors,
         clusters: &inputs.clusters,
+        namespace_labels: &inputs.namespace_labels,
         config: &shared.dispatch,
         hints: &inputs.hints,
         now,
@@ -218,6 +230,7 @@ async fn reconcile(shared: &Arc<Ctx>, key: &ObjectKey) -> Result<Option<Duration
         origin_json: Some(&json),
         mirrors: &inputs.mirrors,
         clusters: &inputs.clusters,
+        namespace_labels: &inputs.namespace_labels,
         config: &shared.dispatch,
         hints: &inputs.hints,
         now,

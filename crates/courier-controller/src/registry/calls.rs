@@ -6,6 +6,7 @@
 //! reconciles for at most one request timeout.
 
 use crate::locks::MutexExt as _;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -219,13 +220,18 @@ impl Cluster {
         }
     }
 
-    /// Creates the namespace if missing (remembered per connection).
-    pub async fn ensure_namespace(&self, ns: &str) -> Result<(), CallError> {
+    /// Creates the namespace with `labels` if missing (remembered per connection). An existing
+    /// namespace is left as it is: its labels are the worker operator's.
+    pub async fn ensure_namespace(
+        &self,
+        ns: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), CallError> {
         if self.namespaces.lock_or_recover().contains(ns) {
             return Ok(());
         }
         let obj: Namespace = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}
         }))
         .map_err(|e| CallError::Other(e.to_string()))?;
         let pp = PostParams {

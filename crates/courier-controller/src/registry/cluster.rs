@@ -13,7 +13,8 @@
 //!
 //! Each cycle also keeps the WorkerCluster's lifecycle ([`super::lifecycle`]): the drain finalizer,
 //! the release of a drained one, and the duplicate check (before any probe, and again with the
-//! `kube-system` namespace UID the probe reads).
+//! `kube-system` namespace UID the probe reads); then it claims the origin id on the worker
+//! ([`super::claim`]) before the watch starts.
 //!
 //! Becoming Ready (first connect or after an outage) waits for a fresh list of the worker's mirrors
 //! and, on the leader, a garbage-collection sweep of that worker, so stale mirrors (from epochs
@@ -24,8 +25,8 @@ use std::time::Duration;
 
 use courier_api::LABEL_KUBECONFIG_SECRET;
 use courier_api::reasons::{
-    REASON_CONNECTED, REASON_DUPLICATE_CLUSTER, REASON_INVALID_KUBECONFIG, REASON_SECRET_NOT_FOUND,
-    REASON_SECRET_NOT_LABELLED,
+    REASON_CONNECTED, REASON_DUPLICATE_CLUSTER, REASON_INVALID_KUBECONFIG, REASON_ORIGIN_ID_IN_USE,
+    REASON_SECRET_NOT_FOUND, REASON_SECRET_NOT_LABELLED,
 };
 use courier_core::status::whole_seconds;
 use jiff::Timestamp;
@@ -36,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::Ctx;
+use super::claim::{self, ClaimError};
 use super::lifecycle::{self, normalize_server};
 use super::{Cluster, Connection, Health, ProbeState, mirrors, status};
 use crate::backoff::Backoff;
@@ -85,8 +87,8 @@ pub async fn run(shared: Arc<Ctx>, cluster: Arc<Cluster>) {
 
 /// One pass; returns how long to sleep.
 async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) -> Duration {
-    if !shared.registry.secrets.is_synced() {
-        // Woken when the Secret list syncs.
+    if !shared.registry.secrets.is_synced() || !shared.registry.namespaces.is_synced() {
+        // Woken when the Secret list and the namespace list sync.
         return shared.tuning.backoff_max;
     }
     lifecycle::ensure_finalizer(shared, cluster).await;
@@ -133,6 +135,18 @@ async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) ->
     }
     cluster.set_duplicate_of(None);
     lifecycle::claim_later_duplicates(shared, cluster);
+    // Nothing acts on a worker before this management cluster holds its origin id there.
+    match claim::ensure(shared, cluster, &conn).await {
+        Ok(()) => {}
+        Err(ClaimError::InUse(why)) => {
+            return unusable(shared, cluster, st, REASON_ORIGIN_ID_IN_USE, why).await;
+        }
+        Err(ClaimError::Call(e)) => {
+            let f = classify(&conn.server, None, &e);
+            let message = format!("claiming the origin id on the worker: {}", f.message);
+            return failed(shared, cluster, st, f.reason, message).await;
+        }
+    }
     cluster.close_circuit();
     st.backoff.reset();
     if st.fresh_watch {
@@ -217,17 +231,30 @@ async fn duplicate(
         // Origins placed through it are now followed through the other registration.
         shared.requeue_placed_on(&cluster.name);
     }
+    unusable(shared, cluster, st, REASON_DUPLICATE_CLUSTER, why).await
+}
+
+/// The worker must not be used at all (a duplicate registration, or its origin id belongs to
+/// another management cluster): no watch, so no mirror cache, hence no placement, no garbage
+/// collection and no delete there; it looks again every backoff cap.
+async fn unusable(
+    shared: &Arc<Ctx>,
+    cluster: &Arc<Cluster>,
+    st: &mut TaskState,
+    reason: &'static str,
+    why: String,
+) -> Duration {
     stop_watch(cluster, st);
     st.sweep = true;
     if set_health(
         shared,
         cluster,
         ProbeState::NotReady,
-        REASON_DUPLICATE_CLUSTER,
+        reason,
         why.clone(),
         None,
     ) {
-        warn!(cluster = %cluster.name, message = %why, "duplicate WorkerCluster: not used");
+        warn!(cluster = %cluster.name, reason, message = %why, "WorkerCluster not used");
     }
     status::publish(shared, cluster).await;
     crate::backoff::jitter(shared.tuning.backoff_max)
@@ -434,9 +461,15 @@ async fn probe(
     conn: &Connection,
 ) -> Result<(String, String), (&'static str, String)> {
     let deadline = shared.tuning.request_timeout;
-    let facts = credentials::probe::probe(&conn.request, &conn.server, None, deadline)
-        .await
-        .map_err(|f| (f.reason, f.message))?;
+    let facts = credentials::probe::probe(
+        &conn.request,
+        &conn.server,
+        None,
+        shared.cfg.worker_namespaces != courier_core::namespaces::WorkerNamespaces::MustExist,
+        deadline,
+    )
+    .await
+    .map_err(|f| (f.reason, f.message))?;
     let uid = fresh(|| lifecycle::kube_system_uid(conn, deadline))
         .await
         .map_err(|e| {

@@ -26,6 +26,9 @@ pub trait Hooks: Send + Sync {
     fn cluster_changed(&self, cluster: &str);
     /// Re-examine every origin placed on `cluster` (it is drained, or now a duplicate).
     fn requeue_placed_on(&self, cluster: &str);
+    /// The labels of management namespace `namespace` changed: re-examine its origins (a
+    /// WorkerCluster's `namespaceSelector` may take them now, or no longer).
+    fn namespace_changed(&self, namespace: &str);
     /// A cache the registry keeps has synced: readiness may have changed.
     fn ready_changed(&self);
     /// Sweeps `cluster`'s stale and orphaned mirrors before it turns Ready; resolves to how many

@@ -9,10 +9,12 @@
 //! change wakes only the clusters that reference it.
 
 pub mod calls;
+pub mod claim;
 pub mod cluster;
 mod context;
 pub mod lifecycle;
 pub mod mirrors;
+pub mod namespaces;
 pub mod status;
 
 use crate::locks::RwLockExt as _;
@@ -104,6 +106,8 @@ pub struct Cluster {
     identity: RwLock<lifecycle::Identity>,
     /// The older WorkerCluster registering the same API server, while this one is a duplicate.
     duplicate_of: RwLock<Option<String>>,
+    /// Where the origin id is claimed on the worker, for the connection with this fingerprint.
+    claim_namespace: Mutex<Option<(u64, String)>>,
     pub cancel: CancellationToken,
     request_timeout: std::time::Duration,
 }
@@ -139,6 +143,7 @@ impl Cluster {
             namespaces: Mutex::new(HashSet::new()),
             identity: RwLock::new(lifecycle::Identity::default()),
             duplicate_of: RwLock::new(None),
+            claim_namespace: Mutex::new(None),
             cancel,
             request_timeout: shared.tuning.request_timeout,
         }
@@ -257,6 +262,8 @@ pub struct Registry {
     clusters: RwLock<BTreeMap<String, Arc<Cluster>>>,
     synced: AtomicBool,
     pub secrets: Secrets,
+    /// The management cluster's namespaces: labels, and the `kube-system` UID.
+    pub namespaces: namespaces::NamespaceLabels,
 }
 
 impl Registry {

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 pub const NS: &str = "courier-system";
 pub const ORIGIN: &str = "mgmt-a";
-/// Namespace the test Jobs live in (absent on workers until Courier creates it).
+/// Namespace the test Jobs live in (created on every worker too, as a worker admin would).
 pub const JOBS_NS: &str = "team-a";
 
 pub fn init_tracing() {
@@ -415,7 +415,10 @@ impl Env {
         let mc = client_for(&mgmt.kubeconfig()).await;
         let mut wcs = Vec::new();
         for w in &workers {
-            wcs.push(client_for(&w.kubeconfig()).await);
+            let wc = client_for(&w.kubeconfig()).await;
+            // Courier does not create namespaces on workers by default: the worker's admin does.
+            ensure_namespace(&wc, JOBS_NS).await;
+            wcs.push(wc);
         }
         install_crd(&mc).await;
         ensure_namespace(&mc, NS).await;
@@ -483,7 +486,9 @@ impl Env {
     pub async fn add_worker(&mut self, role: Role) -> String {
         let name = format!("w{}", self.workers.len() + 1);
         let w = sim(role, &name).await;
-        self.wcs.push(client_for(&w.kubeconfig()).await);
+        let wc = client_for(&w.kubeconfig()).await;
+        ensure_namespace(&wc, JOBS_NS).await;
+        self.wcs.push(wc);
         self.workers.push(w);
         name
     }

@@ -5,9 +5,10 @@ use serde_json::{Map, Value, json};
 
 use courier_api::reasons::{
     EVENT_DISPATCH_FAILED, EVENT_DISPATCHED, EVENT_MIRROR_CONFLICT, EVENT_MIRROR_LOST,
-    EVENT_MIRROR_ORPHANED, EVENT_MIRROR_OUT_OF_SYNC, EVENT_MIRROR_RECREATED, EVENT_MIRROR_REJECTED,
+    EVENT_MIRROR_ORPHANED, EVENT_MIRROR_OUT_OF_SYNC, EVENT_MIRROR_RECREATED,
     EVENT_NO_ELIGIBLE_CLUSTER, EVENT_REDISPATCHED, JOB_REASON_DISPATCH_FAILED,
-    REASON_CLUSTER_REMOVED, REASON_MIRROR_REJECTED, REASON_NO_ELIGIBLE_CLUSTER,
+    REASON_CLUSTER_REMOVED, REASON_MIRROR_REJECTED, REASON_NAMESPACE_MISSING,
+    REASON_NO_ELIGIBLE_CLUSTER,
 };
 use courier_api::{ANNOTATION_CLUSTER_SELECTOR, ANNOTATION_SPEC_HASH, ANNOTATION_TEMPLATE_HASH};
 
@@ -15,7 +16,7 @@ use super::plan::Plan;
 use super::{Action, EventType, MirrorObservation, MirrorView, Wait, add, human, until_duration};
 use crate::dispatched;
 use crate::drift::{kueue_managed, mirror_template, spec_drift, spec_hash, template_drifts};
-use crate::hints::AvoidKind;
+use crate::hints::{AvoidKind, refusal_reasons, rejection};
 use crate::job::{Interim, condition, find_condition, finished, interim};
 use crate::ownership::{Intent, Ownership, classify};
 use crate::placement::{Exclusions, Ineligibility, NoEligibleCluster, choose_cluster};
@@ -85,15 +86,6 @@ pub(super) enum Cause {
     Removed {
         cluster: String,
     },
-}
-
-fn rejection(cluster: &str, kind: AvoidKind, message: &str) -> String {
-    match kind {
-        AvoidKind::Unanswered => {
-            format!("WorkerCluster {cluster} did not answer the mirror's create ({message})")
-        }
-        _ => format!("WorkerCluster {cluster} refused the mirror: {message}"),
-    }
 }
 
 impl<'a> Plan<'a> {
@@ -251,7 +243,13 @@ impl<'a> Plan<'a> {
                 max: super::view::MAX_ORIGIN_VALUE,
             })
         } else {
-            choose_cluster(self.input.clusters, selector, &exclude).map(|c| c.name.clone())
+            choose_cluster(
+                self.input.clusters,
+                selector,
+                self.input.namespace_labels,
+                &exclude,
+            )
+            .map(|c| c.name.clone())
         };
         let cluster = match chosen {
             Ok(cluster) => cluster,
@@ -308,7 +306,7 @@ impl<'a> Plan<'a> {
                     ""
                 };
                 self.event(
-                    EVENT_MIRROR_REJECTED,
+                    refusal_reasons(kind).1,
                     EventType::Warning,
                     format!(
                         "{}; placed on {to}{tail}",
@@ -331,16 +329,21 @@ impl<'a> Plan<'a> {
     /// once per change; retried when clusters change, at the next refusal's expiry, or after the
     /// retry interval.
     fn unplaceable(&mut self, cause: &Cause, e: &NoEligibleCluster) {
-        let only_refusals = match e {
-            NoEligibleCluster::NoneEligible { rejected, .. } => {
-                let relevant: Vec<_> = rejected
-                    .iter()
-                    .filter(|(_, r)| *r != Ineligibility::SelectorMismatch)
-                    .collect();
-                !relevant.is_empty() && relevant.iter().all(|(_, r)| r.is_refusal())
-            }
-            _ => false,
-        };
+        let (mut only_refusals, mut only_missing) = (false, false);
+        if let NoEligibleCluster::NoneEligible { rejected, .. } = e {
+            let relevant: Vec<_> = rejected
+                .iter()
+                .filter(|(_, r)| {
+                    !matches!(
+                        r,
+                        Ineligibility::SelectorMismatch | Ineligibility::NamespaceNotSelected
+                    )
+                })
+                .collect();
+            only_refusals = !relevant.is_empty() && relevant.iter().all(|(_, r)| r.is_refusal());
+            only_missing = only_refusals
+                && (relevant.iter()).all(|(_, r)| *r == Ineligibility::NamespaceMissing);
+        }
         let (reason, event, mut message) = match cause {
             Cause::Removed { cluster } => (
                 REASON_CLUSTER_REMOVED,
@@ -354,8 +357,8 @@ impl<'a> Plan<'a> {
                 kind,
                 message,
             } => (
-                REASON_MIRROR_REJECTED,
-                EVENT_MIRROR_REJECTED,
+                refusal_reasons(*kind).0,
+                refusal_reasons(*kind).1,
                 format!(
                     "{}; no other WorkerCluster can take the Job: {e}",
                     rejection(cluster, *kind, message)
@@ -387,10 +390,10 @@ impl<'a> Plan<'a> {
                 format!("{what}; cannot re-dispatch: {e}"),
             ),
         };
-        let reason = if only_refusals && reason == REASON_NO_ELIGIBLE_CLUSTER {
-            REASON_MIRROR_REJECTED
-        } else {
-            reason
+        let reason = match reason {
+            REASON_NO_ELIGIBLE_CLUSTER if only_missing => REASON_NAMESPACE_MISSING,
+            REASON_NO_ELIGIBLE_CLUSTER if only_refusals => REASON_MIRROR_REJECTED,
+            other => other,
         };
         let rejected_by = match cause {
             Cause::Rejected { cluster, .. } => Some(cluster.as_str()),
@@ -462,7 +465,7 @@ impl<'a> Plan<'a> {
             .flatten()
             .filter(|a| match a.kind {
                 AvoidKind::Foreign => false,
-                AvoidKind::Refused => true,
+                AvoidKind::Refused | AvoidKind::NamespaceMissing => true,
                 AvoidKind::Unanswered => self.unresponsive(&intent.cluster),
             })
             .cloned();
@@ -488,10 +491,10 @@ impl<'a> Plan<'a> {
             // It refused the create, or did not answer it: nothing of this epoch ran there.
             _ if refused.is_some() => {
                 if let Some(a) = refused {
-                    let why = if a.kind == AvoidKind::Unanswered {
-                        Ineligibility::Unanswered
-                    } else {
-                        Ineligibility::Refused
+                    let why = match a.kind {
+                        AvoidKind::Unanswered => Ineligibility::Unanswered,
+                        AvoidKind::NamespaceMissing => Ineligibility::NamespaceMissing,
+                        _ => Ineligibility::Refused,
                     };
                     self.place(
                         Cause::Rejected {

@@ -20,6 +20,7 @@ use crate::dispatched;
 use crate::hints::AvoidKind;
 use crate::job::finished;
 use crate::mirror::mirror_for;
+use crate::namespaces::{WorkerNamespaces, pod_security_labels};
 use crate::ownership::{Intent, OriginIdentity, Ownership, classify, epoch_label};
 use crate::placement::{ClusterView, Exclusions, Ineligibility};
 use crate::status::{TranslateInput, translate_status, whole_seconds};
@@ -222,6 +223,7 @@ impl<'a> Plan<'a> {
             let why = match a.kind {
                 AvoidKind::Foreign => Ineligibility::Conflict,
                 AvoidKind::Refused => Ineligibility::Refused,
+                AvoidKind::NamespaceMissing => Ineligibility::NamespaceMissing,
                 AvoidKind::Unanswered if self.unresponsive(cluster) => Ineligibility::Unanswered,
                 AvoidKind::Unanswered => continue,
             };
@@ -422,10 +424,13 @@ impl<'a> Plan<'a> {
         };
         match mirror_for(origin_json, &self.config().origin_id, intent.epoch) {
             Ok(mirror) => {
-                self.push(Action::EnsureNamespace {
-                    cluster: intent.cluster.clone(),
-                    namespace: self.origin().namespace.clone(),
-                });
+                if let WorkerNamespaces::Create { pod_security } = self.config().worker_namespaces {
+                    self.push(Action::EnsureNamespace {
+                        cluster: intent.cluster.clone(),
+                        namespace: self.origin().namespace.clone(),
+                        labels: pod_security_labels(pod_security),
+                    });
+                }
                 self.push(Action::CreateMirror {
                     cluster: intent.cluster.clone(),
                     epoch: intent.epoch,

@@ -31,6 +31,8 @@ fn origin_json() -> Value {
 struct World {
     origin: Value,
     clusters: Vec<ClusterView>,
+    /// Labels of the origin's namespace (`ml`).
+    namespace_labels: BTreeMap<String, String>,
     mirrors: BTreeMap<String, MirrorObservation>,
     config: DispatchConfig,
     hints: Hints,
@@ -50,6 +52,7 @@ fn cluster(name: &str) -> ClusterView {
         degraded: false,
         draining: false,
         duplicate: false,
+        namespace_selector: None,
     }
 }
 
@@ -63,6 +66,7 @@ impl World {
         Self {
             origin: origin_json(),
             clusters,
+            namespace_labels: crate::placement::namespace_labels("ml", None),
             mirrors,
             config: DispatchConfig {
                 origin_id: "mgmt".into(),
@@ -80,6 +84,7 @@ impl World {
             origin_json: Some(&self.origin),
             mirrors: &self.mirrors,
             clusters: &self.clusters,
+            namespace_labels: &self.namespace_labels,
             config: &self.config,
             hints: &self.hints,
             now: self.now,
@@ -94,6 +99,7 @@ impl World {
             origin_json: None,
             mirrors: &self.mirrors,
             clusters: &self.clusters,
+            namespace_labels: &self.namespace_labels,
             config: &self.config,
             hints: &self.hints,
             now: self.now,
@@ -249,14 +255,7 @@ fn not_ours_is_ignored() {
 fn first_placement_writes_the_intent_before_the_mirror() {
     let w = World::new();
     let d = w.decide();
-    assert_eq!(
-        kinds(&d),
-        [
-            "WriteIntent(a,1,0)",
-            "EnsureNamespace(a)",
-            "CreateMirror(a,1)"
-        ]
-    );
+    assert_eq!(kinds(&d), ["WriteIntent(a,1,0)", "CreateMirror(a,1)"]);
     assert_eq!(d.wait, None);
     let Action::WriteIntent {
         patch,
@@ -274,8 +273,8 @@ fn first_placement_writes_the_intent_before_the_mirror() {
             "annotations": {"courier.dev/epoch": "1", "courier.dev/redispatches": "0"},
             "finalizers": ["courier.dev/mirror-cleanup"]}})
     );
-    let Action::CreateMirror { mirror, .. } = &acts(&d)[2] else {
-        panic!("create third")
+    let Action::CreateMirror { mirror, .. } = &acts(&d)[1] else {
+        panic!("create second")
     };
     assert_eq!(
         mirror["metadata"]["labels"]["courier.dev/epoch"],
@@ -367,7 +366,7 @@ fn a_suspended_job_that_was_never_dispatched_stays_home() {
 fn intent_without_a_mirror_creates_it_again() {
     let w = World::new().with_intent("b", 1, 0);
     let d = w.decide();
-    assert_eq!(kinds(&d), ["EnsureNamespace(b)", "CreateMirror(b,1)"]);
+    assert_eq!(kinds(&d), ["CreateMirror(b,1)"]);
 }
 
 #[test]
@@ -438,7 +437,6 @@ fn foreign_job_on_the_chosen_cluster_moves_placement_on() {
             "Event(MirrorConflict)",
             "WriteIntent(b,2,0)",
             "Event(MirrorConflict)",
-            "EnsureNamespace(b)",
             "CreateMirror(b,2)"
         ]
     );
@@ -499,7 +497,6 @@ fn a_vanished_mirror_is_redispatched_with_the_next_epoch() {
         [
             "WriteIntent(a,2,1)",
             "Event(Redispatched)",
-            "EnsureNamespace(a)",
             "CreateMirror(a,2)"
         ]
     );
@@ -562,7 +559,6 @@ fn a_lost_worker_is_waited_for_then_left() {
         [
             "WriteIntent(b,2,1)",
             "Event(Redispatched)",
-            "EnsureNamespace(b)",
             "CreateMirror(b,2)"
         ]
     );
@@ -826,6 +822,7 @@ fn the_intent_cluster_cache_not_synced_is_waited_for() {
 }
 
 mod lifecycle;
+mod tenancy;
 mod views;
 
 mod intent;

@@ -322,9 +322,17 @@ pub async fn check_worker(min: &Minified, timeout: Duration) -> anyhow::Result<W
         bail!("the worker's kubeconfig: its server {p}");
     }
     let client = worker_client(min, timeout).await?;
-    let facts = probe::probe(&client, &min.server, min.user_name.as_deref(), timeout)
-        .await
-        .map_err(|f| anyhow!(f.message))?;
+    // Namespace creation is not among the rights checked: a controller run with
+    // --create-worker-namespaces finds out at its probe (Ready=False, Forbidden, naming the right).
+    let facts = probe::probe(
+        &client,
+        &min.server,
+        min.user_name.as_deref(),
+        false,
+        timeout,
+    )
+    .await
+    .map_err(|f| anyhow!(f.message))?;
     Ok(WorkerFacts {
         server_version: facts.server_version,
     })

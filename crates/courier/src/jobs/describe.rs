@@ -10,7 +10,7 @@ use courier_api::{
     ANNOTATION_CLUSTER_SELECTOR, ANNOTATION_REDISPATCHES, FINALIZER, MANAGED_BY, WorkerCluster,
 };
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::core::v1::{Event, Namespace};
 use kube::api::ListParams;
 use kube::{Api, Client};
 
@@ -142,6 +142,7 @@ pub async fn describe_text(m: &Management, job: &Job, timeout: Duration) -> Stri
         .map(|l| l.items)
         .unwrap_or_default();
     placement(&mut out, job, &wcs);
+    namespace_selectors(&mut out, &m.client, &ns, &wcs).await;
     conditions(&mut out, "Conditions", job);
 
     let mirror = mirror::find(m, job, "courier describe", timeout, Some(timeout)).await;
@@ -250,6 +251,38 @@ fn status_line(job: &Job, origin: bool) -> String {
 }
 
 /// Where the Job is placed and why (selector, cluster state), or why it is not.
+/// The WorkerClusters whose `spec.namespaceSelector` keeps this Job's namespace out, and why. The
+/// namespace's labels are read if the user may (else only its name label is known, which is what
+/// a selector by name needs).
+async fn namespace_selectors(out: &mut String, client: &Client, ns: &str, wcs: &[WorkerCluster]) {
+    use courier_core::placement::{namespace_labels, namespace_selector};
+    if wcs.iter().all(|w| w.spec.namespace_selector.is_none()) {
+        return;
+    }
+    let cached = Api::<Namespace>::all(client.clone())
+        .get_opt(ns)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|n| n.metadata.labels);
+    let labels = namespace_labels(ns, cached.as_ref());
+    for wc in wcs {
+        let name = wc.metadata.name.as_deref().unwrap_or("?");
+        match namespace_selector(wc) {
+            Some(Ok(s)) if !s.matches(&labels) => {
+                let _ = writeln!(
+                    out,
+                    "  {name}: not taking Jobs from namespace {ns} (its namespaceSelector {s} does                      not select it)"
+                );
+            }
+            Some(Err(e)) => {
+                let _ = writeln!(out, "  {name}: takes no Jobs: {e}");
+            }
+            _ => {}
+        }
+    }
+}
+
 fn placement(out: &mut String, job: &Job, wcs: &[WorkerCluster]) {
     let annotations = job.metadata.annotations.clone().unwrap_or_default();
     let _ = writeln!(out, "\nPlacement");

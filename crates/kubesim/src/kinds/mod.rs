@@ -280,6 +280,7 @@ pub fn other_builtins() -> Vec<std::sync::Arc<dyn Strategy>> {
         std::sync::Arc::new(ssar::SelfSubjectAccessReviewStrategy::new()),
         std::sync::Arc::new(sar::SubjectAccessReviewStrategy::new()),
         std::sync::Arc::new(tokenreview::TokenReviewStrategy::new()),
+        std::sync::Arc::new(tokenreview::SelfSubjectReviewStrategy::new()),
         std::sync::Arc::new(pod::PodStrategy::new()),
         std::sync::Arc::new(resourcequota::ResourceQuotaStrategy::new()),
         std::sync::Arc::new(admissionpolicy::PolicyStrategy::new()),

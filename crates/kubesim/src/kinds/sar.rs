@@ -117,7 +117,10 @@ pub fn is_review(group: &str, plural: &str) -> bool {
         (group, plural),
         (GROUP, "selfsubjectaccessreviews")
             | (GROUP, "subjectaccessreviews")
-            | (super::tokenreview::GROUP, "tokenreviews")
+            | (
+                super::tokenreview::GROUP,
+                "tokenreviews" | "selfsubjectreviews"
+            )
     )
 }
 
@@ -126,6 +129,7 @@ pub fn is_review(group: &str, plural: &str) -> bool {
 pub fn answer(plural: &str, body: &Value, caller: &User, users: &Users) -> Result<Value, ApiError> {
     match plural {
         "tokenreviews" => super::tokenreview::review(body, users),
+        "selfsubjectreviews" => Ok(super::tokenreview::self_review(&caller.name)),
         "subjectaccessreviews" => review(body, &|name| users.rules_of(name)),
         _ => super::ssar::review(body, &|a: &AccessAttributes| caller.decide(a)),
     }

@@ -153,6 +153,49 @@ pub fn review(body: &Value, users: &Users) -> Result<Value, ApiError> {
     }))
 }
 
+/// authentication.k8s.io/v1 SelfSubjectReview ("who am I?", create-only, never stored), open to
+/// every authenticated user (`system:basic-user`). The recordings have none; this follows
+/// `pkg/registry/authentication/selfsubjectreview/rest.go`: the answer is a new object with only
+/// `metadata.creationTimestamp` (now) and `status.userInfo` (username, uid, groups; kubesim users
+/// carry no `extra`), whatever the request carried.
+pub struct SelfSubjectReviewStrategy {
+    info: ResourceInfo,
+}
+
+impl Default for SelfSubjectReviewStrategy {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SelfSubjectReviewStrategy {
+    pub fn new() -> Self {
+        Self {
+            info: review_info(GROUP, "SelfSubjectReview"),
+        }
+    }
+}
+
+impl Strategy for SelfSubjectReviewStrategy {
+    fn info(&self) -> &ResourceInfo {
+        &self.info
+    }
+}
+
+/// Answers a SelfSubjectReview POST by `username` (201).
+pub fn self_review(username: &str) -> Value {
+    json!({
+        "kind": "SelfSubjectReview",
+        "apiVersion": format!("{GROUP}/v1"),
+        "metadata": {"creationTimestamp": crate::time::now_string()},
+        "status": {"userInfo": {
+            "username": username,
+            "uid": uid_of(username),
+            "groups": groups_of(username),
+        }},
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

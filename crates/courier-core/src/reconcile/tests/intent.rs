@@ -18,14 +18,8 @@ fn forged_intent_on_a_paused_cluster_is_replaced_by_a_placement() {
     let mut w = forged("b", "7", "0");
     w.clusters[1].paused = true;
     let d = w.decide();
-    assert_eq!(
-        kinds(&d),
-        [
-            "WriteIntent(a,1,0)",
-            "EnsureNamespace(a)",
-            "CreateMirror(a,1)"
-        ]
-    );
+    // Namespaces must exist on workers by default: no EnsureNamespace.
+    assert_eq!(kinds(&d), ["WriteIntent(a,1,0)", "CreateMirror(a,1)"]);
     assert!(matches!(
         &acts(&d)[0],
         Action::WriteIntent {

@@ -84,7 +84,6 @@ fn a_refusing_cluster_is_skipped_and_the_job_moves_on() {
         [
             "WriteIntent(b,2,0)",
             "Event(MirrorRejected)",
-            "EnsureNamespace(b)",
             "CreateMirror(b,2)"
         ]
     );
@@ -112,10 +111,7 @@ fn a_refusing_cluster_is_skipped_and_the_job_moves_on() {
     );
     // After the backoff the cluster is tried again (the create answers again).
     w.now = ts("2026-05-01T10:00:30Z");
-    assert_eq!(
-        kinds(&w.decide()),
-        ["EnsureNamespace(a)", "CreateMirror(a,1)"]
-    );
+    assert_eq!(kinds(&w.decide()), ["CreateMirror(a,1)"]);
     // A cluster that refused once is skipped for first placements of this Job too.
     let mut fresh = World::new();
     refuse(&mut fresh, "a", AvoidKind::Refused, "denied");
@@ -139,10 +135,7 @@ fn an_unanswered_create_moves_the_job_on() {
     // A worker that answers again (a dropped connection, not an outage) is simply retried.
     let mut w = World::new().with_intent("a", 1, 0);
     refuse(&mut w, "a", AvoidKind::Unanswered, "connection reset");
-    assert_eq!(
-        kinds(&w.decide()),
-        ["EnsureNamespace(a)", "CreateMirror(a,1)"]
-    );
+    assert_eq!(kinds(&w.decide()), ["CreateMirror(a,1)"]);
     // Calls to it stall: that counts as not answering.
     w.clusters[0].degraded = true;
     assert_eq!(kinds(&w.decide())[0], "WriteIntent(b,2,0)");
@@ -386,10 +379,7 @@ fn a_name_conflict_verdict_expires() {
         "retried at the expiry"
     );
     w.now = ts("2026-05-01T10:00:30Z");
-    assert_eq!(
-        kinds(&w.decide()),
-        ["EnsureNamespace(a)", "CreateMirror(a,1)"]
-    );
+    assert_eq!(kinds(&w.decide()), ["CreateMirror(a,1)"]);
 }
 
 /// Point 18: a Kueue-queued origin's mirror is never unsuspended by Courier.
