@@ -51,6 +51,8 @@ async fn the_api_server_refuses_a_users_forged_intent_and_courier_still_runs_the
     install_crd(&admin).await;
     ensure_namespace(&admin, NS).await;
     ensure_namespace(&admin, JOBS_NS).await;
+    // Courier never creates namespaces on workers by default: the Jobs' namespace exists there.
+    ensure_namespace(&client_for(&w1.kubeconfig()).await, JOBS_NS).await;
     charts::apiserver::install_policy(&admin, &chart).await;
     register(&admin, "w1", &w1.kubeconfig(), &[("region", "eu")]).await;
     mgmt.add_token("courier", &account, RuleSet::allow_all());
