@@ -504,6 +504,15 @@ fn default_log_filter() -> String {
     std::env::var("COURIER_E2E_LOG").unwrap_or_else(|_| "info".into())
 }
 
+/// A recorded request (kubesim's request recorder) that writes, other than the leader election's own
+/// Lease traffic.
+pub fn is_write(r: &Value) -> bool {
+    matches!(
+        r["verb"].as_str(),
+        Some("create" | "update" | "patch" | "delete" | "deletecollection")
+    ) && r["resource"] != "leases"
+}
+
 /// A free TCP port on 127.0.0.1 (bound and released).
 pub fn free_port() -> anyhow::Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
@@ -594,6 +603,19 @@ impl Env {
     /// Creates namespace `name` in the management cluster and on every worker (Courier does not
     /// create namespaces on workers: their administrators do, as the worker chart's release does
     /// for `courier-system`). An existing one is fine.
+    /// The holder of the controllers' leader Lease in courier-system (an error when none holds it).
+    pub async fn lease_holder(&self) -> Result<String, String> {
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(self.mgmt_client.clone(), "courier-system");
+        let l = leases
+            .get_opt("courier-leader")
+            .await
+            .map_err(|e| e.to_string())?;
+        l.and_then(|l| l.spec?.holder_identity)
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| "no holder".to_string())
+    }
+
     pub async fn create_namespace(&self, name: &str) -> anyhow::Result<()> {
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
         for client in std::iter::once(&self.mgmt_client).chain(&self.worker_clients) {

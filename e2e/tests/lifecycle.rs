@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use courier_e2e::*;
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use serde_json::Value;
 
@@ -28,24 +27,6 @@ fn signal(p: &Proc, sig: libc::c_int) -> anyhow::Result<()> {
     let r = unsafe { libc::kill(pid, sig) };
     ensure!(r == 0, "kill({pid}, {sig}) failed");
     Ok(())
-}
-
-async fn holder(env: &Env) -> Result<String, String> {
-    let leases: Api<Lease> = Api::namespaced(env.mgmt_client.clone(), "courier-system");
-    let l = leases
-        .get_opt("courier-leader")
-        .await
-        .map_err(|e| e.to_string())?;
-    l.and_then(|l| l.spec?.holder_identity)
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| "no holder".to_string())
-}
-
-fn is_write(r: &Value) -> bool {
-    matches!(
-        r["verb"].as_str(),
-        Some("create" | "update" | "patch" | "delete" | "deletecollection")
-    ) && r["resource"] != "leases"
 }
 
 /// Point 13. Before the fix the resumed old leader still believed it led until its next election
@@ -74,11 +55,11 @@ async fn a_paused_leader_writes_nothing_once_the_standby_leads() -> anyhow::Resu
             args.extend(LEASE);
             replicas.push(env.start_replica_with(name, &kc, &args)?);
             if replicas.len() == 1 {
-                wait_for("replica-a to lead", T, || holder(&env)).await?;
+                wait_for("replica-a to lead", T, || env.lease_holder()).await?;
             }
         }
         env.wait_cluster_ready("w1", T).await?;
-        let first = holder(&env).await.map_err(anyhow::Error::msg)?;
+        let first = env.lease_holder().await.map_err(anyhow::Error::msg)?;
         ensure!(first == "replica-a", "{first} leads");
         // Some work done, then the leader is paused (idle: a request it checked just before the
         // pause could still leave after it, which only the servers' preconditions can fence).
@@ -102,7 +83,7 @@ async fn a_paused_leader_writes_nothing_once_the_standby_leads() -> anyhow::Resu
         };
         let resume = async {
             wait_for("replica-b to lead", T, || async {
-                match holder(&env).await? {
+                match env.lease_holder().await? {
                     h if h == "replica-b" => Ok(()),
                     h => Err(format!("still {h}")),
                 }

@@ -17,7 +17,6 @@ use anyhow::{Context as _, bail, ensure};
 use courier_e2e::runs::{Ledger, event_reasons};
 use courier_e2e::*;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -35,25 +34,6 @@ const LEASE: [&str; 6] = [
 
 fn complete(_: &str) -> &'static str {
     "Complete"
-}
-
-async fn holder(env: &Env) -> Result<String, String> {
-    let leases: Api<Lease> = Api::namespaced(env.mgmt_client.clone(), "courier-system");
-    let l = leases
-        .get_opt("courier-leader")
-        .await
-        .map_err(|e| e.to_string())?;
-    l.and_then(|l| l.spec?.holder_identity)
-        .filter(|h| !h.is_empty())
-        .ok_or_else(|| "no holder".to_string())
-}
-
-/// A write other than the leader election's own Lease traffic.
-fn is_write(r: &Value) -> bool {
-    matches!(
-        r["verb"].as_str(),
-        Some("create" | "update" | "patch" | "delete" | "deletecollection")
-    ) && r["resource"] != "leases"
 }
 
 fn describe(r: &Value) -> String {
@@ -92,12 +72,12 @@ async fn leader_killed_with_work_left_each_job_runs_once() -> anyhow::Result<()>
             args.extend(LEASE);
             replicas.insert(name, env.start_replica_with(name, &kc, &args)?);
             if replicas.len() == 1 {
-                wait_for("replica-a to lead", T, || holder(&env)).await?;
+                wait_for("replica-a to lead", T, || env.lease_holder()).await?;
             }
         }
         env.wait_cluster_ready("w1", T).await?;
         env.wait_cluster_ready("w2", T).await?;
-        let leader = holder(&env).await.map_err(anyhow::Error::msg)?;
+        let leader = env.lease_holder().await.map_err(anyhow::Error::msg)?;
         let standby = if leader == "replica-a" {
             "replica-b"
         } else {
@@ -141,7 +121,7 @@ async fn leader_killed_with_work_left_each_job_runs_once() -> anyhow::Result<()>
         );
         check_mirrors(&env, NS).await?;
         let second = wait_for("a new leader", T, || async {
-            match holder(&env).await? {
+            match env.lease_holder().await? {
                 h if h != leader => Ok(h),
                 h => Err(format!("still {h}")),
             }

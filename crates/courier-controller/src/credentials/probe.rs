@@ -49,23 +49,36 @@ pub fn version_problem(server: &str, info: &Info) -> Option<String> {
 }
 
 /// Runs a probe call again when it failed on a pooled connection that broke under it (a server
-/// restart, a load balancer: every pooled connection is dead then, each fails once). Failures to
-/// connect are not retried: a dead worker costs one connection attempt per probe.
+/// restart, a load balancer: every pooled connection is dead then, each fails once), and, twice, when
+/// the server answered 5xx or 429: a probe is several calls in a row, and one transient answer
+/// among them must not mark an answering worker unreachable for a whole backoff period. A 429 waits
+/// a second, the Retry-After kube-apiserver's max-in-flight filter sends. Failures to connect are
+/// not retried: a dead worker costs one connection attempt per probe.
 pub(crate) async fn fresh<T, F, Fut>(mut call: F) -> Result<T, CallError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, CallError>>,
 {
-    let mut left = 4;
+    let mut dropped = 4;
+    let mut refused: u64 = 0;
     loop {
         match call().await {
-            Err(CallError::Dropped(_)) if left > 0 => left -= 1,
+            Err(CallError::Dropped(_)) if dropped > 0 => dropped -= 1,
+            Err(e) if refused < 2 && matches!(e.code(), Some(c) if c >= 500 || c == 429) => {
+                refused += 1;
+                let wait = if e.code() == Some(429) {
+                    Duration::from_secs(1)
+                } else {
+                    Duration::from_millis(100 * refused)
+                };
+                tokio::time::sleep(wait).await;
+            }
             other => return other,
         }
     }
 }
 
-/// `/version` (retrying server errors twice), the version gate, then a SelfSubjectAccessReview per
+/// `/version`, the version gate, then a SelfSubjectAccessReview per
 /// required right, each call within `deadline`. `user` (the kubeconfig's user name, when known) is
 /// named in failures. `creating_namespaces` (the controller runs with `--create-worker-namespaces`)
 /// adds the right to create namespaces to those reviewed.
@@ -76,17 +89,9 @@ pub async fn probe(
     creating_namespaces: bool,
     deadline: Duration,
 ) -> Result<WorkerFacts, ProbeFailure> {
-    let mut attempt: u64 = 0;
-    let info = loop {
-        match fresh(|| with_timeout(deadline, client.apiserver_version())).await {
-            Ok(v) => break v,
-            Err(e) if attempt < 2 && matches!(e.code(), Some(c) if c >= 500 || c == 429) => {
-                attempt += 1;
-                tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
-            }
-            Err(e) => return Err(classify(server, user, &e)),
-        }
-    };
+    let info = fresh(|| with_timeout(deadline, client.apiserver_version()))
+        .await
+        .map_err(|e| classify(server, user, &e))?;
     if let Some(message) = version_problem(server, &info) {
         return Err(ProbeFailure {
             reason: REASON_UNSUPPORTED_VERSION,
