@@ -155,23 +155,38 @@ fn has_finalizer(wc: &WorkerCluster) -> bool {
 async fn set_finalizers(
     shared: &Ctx,
     wc: &WorkerCluster,
-    finalizers: Vec<String>,
+    finalizers: impl Fn(&WorkerCluster) -> Vec<String>,
 ) -> Result<WorkerCluster, CallError> {
     let api: Api<WorkerCluster> = Api::all(shared.mgmt.clone());
     let name = wc.metadata.name.clone().unwrap_or_default();
-    let patch = json!({"metadata": {
-        "resourceVersion": wc.metadata.resource_version,
-        "finalizers": finalizers,
-    }});
     let pp = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
     };
-    with_timeout(
+    let patch = |wc: &WorkerCluster| {
+        json!({"metadata": {
+            "resourceVersion": wc.metadata.resource_version,
+            "finalizers": finalizers(wc),
+        }})
+    };
+    let first = with_timeout(
         shared.tuning.request_timeout,
-        api.patch(&name, &pp, &Patch::Merge(&patch)),
+        api.patch(&name, &pp, &Patch::Merge(&patch(wc))),
     )
-    .await
+    .await;
+    match first {
+        // The cached object lags (the WorkerCluster's own status writes move its resourceVersion
+        // every probe): once more against the object as it is now.
+        Err(e) if e.is_conflict() => {
+            let fresh = with_timeout(shared.tuning.request_timeout, api.get(&name)).await?;
+            with_timeout(
+                shared.tuning.request_timeout,
+                api.patch(&name, &pp, &Patch::Merge(&patch(&fresh))),
+            )
+            .await
+        }
+        other => other,
+    }
 }
 
 /// Adds the drain finalizer to a WorkerCluster that is not being deleted (leader only).
@@ -180,9 +195,14 @@ pub async fn ensure_finalizer(shared: &Ctx, cluster: &Cluster) {
     if wc.metadata.deletion_timestamp.is_some() || has_finalizer(&wc) || !shared.is_leader() {
         return;
     }
-    let mut finalizers = wc.metadata.finalizers.clone().unwrap_or_default();
-    finalizers.push(FINALIZER_DRAIN.to_string());
-    match set_finalizers(shared, &wc, finalizers).await {
+    let with_drain = |wc: &WorkerCluster| {
+        let mut finalizers = wc.metadata.finalizers.clone().unwrap_or_default();
+        if !finalizers.iter().any(|f| f == FINALIZER_DRAIN) {
+            finalizers.push(FINALIZER_DRAIN.to_string());
+        }
+        finalizers
+    };
+    match set_finalizers(shared, &wc, with_drain).await {
         Ok(updated) => {
             info!(cluster = %cluster.name, "drain finalizer added");
             cluster.set_worker_cluster(updated);
@@ -219,15 +239,16 @@ pub async fn release_if_drained(shared: &Ctx, cluster: &Cluster) -> bool {
     } else {
         return false;
     };
-    let rest: Vec<String> = wc
-        .metadata
-        .finalizers
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|f| f != FINALIZER_DRAIN)
-        .collect();
-    match set_finalizers(shared, &wc, rest).await {
+    let without_drain = |wc: &WorkerCluster| -> Vec<String> {
+        wc.metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| f != FINALIZER_DRAIN)
+            .collect()
+    };
+    match set_finalizers(shared, &wc, without_drain).await {
         Ok(_) => {
             shared
                 .metrics
