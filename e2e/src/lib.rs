@@ -504,6 +504,17 @@ fn default_log_filter() -> String {
     std::env::var("COURIER_E2E_LOG").unwrap_or_else(|_| "info".into())
 }
 
+/// `courier run` flags for the leader-election tests: a lease short enough that a failover fits in a
+/// test.
+pub const FAST_LEASE: &[&str] = &[
+    "--leader-elect-lease-duration",
+    "3s",
+    "--leader-elect-renew-deadline",
+    "2s",
+    "--leader-elect-retry-period",
+    "300ms",
+];
+
 /// A recorded request (kubesim's request recorder) that writes, other than the leader election's own
 /// Lease traffic.
 pub fn is_write(r: &Value) -> bool {

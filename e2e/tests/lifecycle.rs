@@ -11,14 +11,6 @@ use serde_json::Value;
 
 const NS: &str = "default";
 const T: Duration = Duration::from_secs(30);
-const LEASE: [&str; 6] = [
-    "--leader-elect-lease-duration",
-    "3s",
-    "--leader-elect-renew-deadline",
-    "2s",
-    "--leader-elect-retry-period",
-    "300ms",
-];
 
 fn signal(p: &Proc, sig: libc::c_int) -> anyhow::Result<()> {
     let pid = p.pid().context("the process is gone")?;
@@ -52,7 +44,7 @@ async fn a_paused_leader_writes_nothing_once_the_standby_leads() -> anyhow::Resu
             let kc = env.dir.join(format!("{name}.kubeconfig"));
             std::fs::write(&kc, env.mgmt.kubeconfig_with_token(name)?)?;
             let mut args = vec!["--leader-elect"];
-            args.extend(LEASE);
+            args.extend(FAST_LEASE);
             replicas.push(env.start_replica_with(name, &kc, &args)?);
             if replicas.len() == 1 {
                 wait_for("replica-a to lead", T, || env.lease_holder()).await?;

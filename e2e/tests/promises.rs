@@ -23,14 +23,6 @@ use serde_json::{Value, json};
 
 const NS: &str = "default";
 const T: Duration = Duration::from_secs(60);
-const LEASE: [&str; 6] = [
-    "--leader-elect-lease-duration",
-    "3s",
-    "--leader-elect-renew-deadline",
-    "2s",
-    "--leader-elect-retry-period",
-    "300ms",
-];
 
 fn complete(_: &str) -> &'static str {
     "Complete"
@@ -69,7 +61,7 @@ async fn leader_killed_with_work_left_each_job_runs_once() -> anyhow::Result<()>
             let kc = env.dir.join(format!("{name}.kubeconfig"));
             std::fs::write(&kc, env.mgmt.kubeconfig_with_token(name)?)?;
             let mut args = vec!["--leader-elect"];
-            args.extend(LEASE);
+            args.extend(FAST_LEASE);
             replicas.insert(name, env.start_replica_with(name, &kc, &args)?);
             if replicas.len() == 1 {
                 wait_for("replica-a to lead", T, || env.lease_holder()).await?;
