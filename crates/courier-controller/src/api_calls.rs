@@ -102,6 +102,7 @@ pub const MANAGEMENT_CALLS: &[ApiCall] = &[
     call(M, "courier.dev", "workerclusters", "", "list", Cluster, "WorkerCluster registrations (initial list)"),
     call(M, "courier.dev", "workerclusters", "", "watch", Cluster, "WorkerCluster registrations"),
     call(M, "courier.dev", "workerclusters", "", "patch", Cluster, "drain finalizer: added to every WorkerCluster, removed once a deleted one is drained"),
+    call(M, "courier.dev", "workerclusters", "", "get", Cluster, "fresh read of a WorkerCluster when a drain-finalizer write meets a conflict"),
     call(M, "courier.dev", "workerclusters", "status", "patch", Cluster, "Ready condition, version, mirror count"),
     call(M, "", "namespaces", "", "list", Cluster, "namespace labels (WorkerClusters' namespaceSelector) and the kube-system UID (initial list)"),
     call(M, "", "namespaces", "", "watch", Cluster, "namespace labels and the kube-system UID: this management cluster's identity in origin id claims"),
