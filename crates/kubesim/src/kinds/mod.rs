@@ -15,6 +15,7 @@ pub mod pod;
 pub mod resourcequota;
 pub mod sar;
 pub mod secret;
+pub mod serviceaccount;
 pub mod ssar;
 #[cfg(test)]
 pub(crate) mod testutil;
@@ -272,6 +273,7 @@ pub fn other_builtins() -> Vec<std::sync::Arc<dyn Strategy>> {
     vec![
         std::sync::Arc::new(namespace::NamespaceStrategy::new()),
         std::sync::Arc::new(secret::SecretStrategy::new()),
+        std::sync::Arc::new(serviceaccount::ServiceAccountStrategy::new()),
         std::sync::Arc::new(configmap::ConfigMapStrategy::new()),
         std::sync::Arc::new(event::EventStrategy::core()),
         std::sync::Arc::new(event::EventStrategy::events_v1()),
