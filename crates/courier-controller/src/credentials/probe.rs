@@ -144,6 +144,19 @@ async fn allowed(
     Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
+/// `message` of a failed probe of WorkerCluster `cluster`, with the fix for an expired bound token
+/// when the worker answered 401: a token from `courier cluster add --token-ttl` expires by design.
+pub fn rotate_hint(cluster: &str, reason: &str, message: String) -> String {
+    if reason != REASON_UNAUTHORIZED {
+        return message;
+    }
+    format!(
+        "{message}; if it is a bound token that expired, request a new one with `courier cluster \
+         rotate-token {cluster} --cluster-kubeconfig ADMIN.kubeconfig` (an admin kubeconfig of the \
+         worker)"
+    )
+}
+
 fn of_user(user: Option<&str>) -> String {
     user.map(|u| format!(" of user {u}")).unwrap_or_default()
 }
@@ -228,6 +241,20 @@ mod tests {
         assert_eq!(version_problem("https://w1", &info("1", "30")), None);
         assert_eq!(version_problem("https://w1", &info("1", "36+")), None);
         assert_eq!(version_problem("https://w1", &info("1", "x")), None);
+    }
+
+    #[test]
+    fn an_unauthorized_worker_names_the_rotate_command() {
+        let e = CallError::Api {
+            code: 401,
+            reason: "Unauthorized".into(),
+            message: "Unauthorized".into(),
+        };
+        let f = classify("https://w1", None, &e);
+        let m = rotate_hint("eu-1", f.reason, f.message);
+        assert!(m.contains("courier cluster rotate-token eu-1"), "{m}");
+        let other = rotate_hint("eu-1", REASON_FORBIDDEN, "no rights".into());
+        assert_eq!(other, "no rights");
     }
 
     #[test]

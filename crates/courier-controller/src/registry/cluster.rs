@@ -127,7 +127,10 @@ async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) ->
     }
     let (version, namespace_uid) = match probe(shared, &conn).await {
         Ok(v) => v,
-        Err((reason, message)) => return failed(shared, cluster, st, reason, message).await,
+        Err((reason, message)) => {
+            let message = credentials::probe::rotate_hint(&cluster.name, reason, message);
+            return failed(shared, cluster, st, reason, message).await;
+        }
     };
     cluster.set_identity(|i| i.namespace_uid = Some(namespace_uid));
     if let Some((other, why)) = lifecycle::duplicate_of(shared, cluster) {
