@@ -209,7 +209,8 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
         "tokenSecret defaults to false"
     );
     assert!(
-        w.notes.contains("--token-request --duration 8760h")
+        w.notes.contains("--token-ttl 720h")
+            && w.notes.contains("courier cluster rotate-token eu-1")
             && w.notes.contains("service-account-max-token-expiration"),
         "{}",
         w.notes
@@ -227,7 +228,7 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
         Some(&json!("courier-dispatcher"))
     );
     assert!(
-        long.notes.contains("courier-dispatcher-token"),
+        long.notes.contains("courier-dispatcher-token") && long.notes.contains("--token-secret"),
         "{}",
         long.notes
     );
@@ -237,7 +238,7 @@ fn every_rendered_document_parses_and_lands_in_the_release_namespace() {
     assert!(wc.of_kind("Secret").is_empty(), "tokenSecret=false");
     assert!(
         wc.notes.contains(
-            "--worker-namespace batch-ops --service-account dispatcher-eu --token-request"
+            "--worker-namespace batch-ops --service-account dispatcher-eu --token-ttl 720h"
         ),
         "without a token Secret, NOTES.txt explains bound tokens: {}",
         wc.notes

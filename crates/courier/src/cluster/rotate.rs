@@ -151,7 +151,10 @@ fn token_for(a: &RotateArgs, annotations: &BTreeMap<String, String>) -> BoundTok
             .clone()
             .or_else(|| recorded.map(|(_, sa)| sa.to_string()))
             .unwrap_or_else(|| DEFAULT_WORKER_SERVICE_ACCOUNT.to_string()),
-        ttl: a.token_ttl.or(recorded_ttl).unwrap_or(DEFAULT_TOKEN_DURATION),
+        ttl: a
+            .token_ttl
+            .or(recorded_ttl)
+            .unwrap_or(DEFAULT_TOKEN_DURATION),
     }
 }
 

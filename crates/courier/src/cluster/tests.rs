@@ -180,7 +180,10 @@ fn kubeconfig_flags() {
     assert!(a.token_secret && a.secret.as_deref() == Some("s"));
     // A duration only means something for a requested token; a Secret is not requested.
     assert!(parse(&["--token-secret", "--duration", "1h"]).is_err());
-    assert!(parse(&["--secret", "s"]).is_err(), "--secret needs --token-secret");
+    assert!(
+        parse(&["--secret", "s"]).is_err(),
+        "--secret needs --token-secret"
+    );
     assert!(parse(&["--token-secret", "--token-request"]).is_err());
 }
 

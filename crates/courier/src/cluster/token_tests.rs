@@ -57,10 +57,13 @@ async fn worker_with_account(dir: &Path) -> (Sim, PathBuf) {
     let admin = crate::local::client_for(&worker.kubeconfig())
         .await
         .expect("admin client");
-    create(&Api::<Namespace>::all(admin.clone()), &Namespace {
-        metadata: named(DEFAULT_NAMESPACE),
-        ..Default::default()
-    })
+    create(
+        &Api::<Namespace>::all(admin.clone()),
+        &Namespace {
+            metadata: named(DEFAULT_NAMESPACE),
+            ..Default::default()
+        },
+    )
     .await;
     create(
         &Api::<ServiceAccount>::namespaced(admin, DEFAULT_NAMESPACE),
@@ -91,8 +94,7 @@ fn source(path: &Path) -> KubeconfigSource {
 }
 
 fn cluster_command(args: &[&str]) -> Result<ClusterCommand, clap::Error> {
-    crate::Cli::try_parse_from(["courier", "cluster"].iter().chain(args)).map(|c| match c.command
-    {
+    crate::Cli::try_parse_from(["courier", "cluster"].iter().chain(args)).map(|c| match c.command {
         crate::Command::Cluster(ClusterArgs { command, .. }) => command,
         other => panic!("{args:?} parsed as {other:?}"),
     })
@@ -183,10 +185,13 @@ async fn a_bound_token_is_registered_expires_and_is_rotated() {
         .await
         .expect("management client");
     crate::local::install_crd(&mc).await.expect("CRD");
-    create(&Api::<Namespace>::all(mc.clone()), &Namespace {
-        metadata: named(DEFAULT_NAMESPACE),
-        ..Default::default()
-    })
+    create(
+        &Api::<Namespace>::all(mc.clone()),
+        &Namespace {
+            metadata: named(DEFAULT_NAMESPACE),
+            ..Default::default()
+        },
+    )
     .await;
     let shutdown = CancellationToken::new();
     let controller = tokio::spawn({
@@ -215,7 +220,10 @@ async fn a_bound_token_is_registered_expires_and_is_rotated() {
         notes.get(ANNOTATION_TOKEN_ACCOUNT).map(String::as_str),
         Some("courier-system/courier-dispatcher")
     );
-    let expires = notes.get(ANNOTATION_TOKEN_EXPIRES).cloned().unwrap_or_default();
+    let expires = notes
+        .get(ANNOTATION_TOKEN_EXPIRES)
+        .cloned()
+        .unwrap_or_default();
     let left = expires
         .parse::<jiff::Timestamp>()
         .map(|t| t.duration_since(jiff::Timestamp::now()).as_secs())
@@ -226,14 +234,17 @@ async fn a_bound_token_is_registered_expires_and_is_rotated() {
         .await
         .expect("admin client");
     let review = Api::<TokenReview>::all(wclient)
-        .create(&PostParams::default(), &TokenReview {
-            metadata: ObjectMeta::default(),
-            spec: TokenReviewSpec {
-                token: Some(first.clone()),
-                audiences: None,
+        .create(
+            &PostParams::default(),
+            &TokenReview {
+                metadata: ObjectMeta::default(),
+                spec: TokenReviewSpec {
+                    token: Some(first.clone()),
+                    audiences: None,
+                },
+                status: None,
             },
-            status: None,
-        })
+        )
         .await
         .expect("token review");
     let user = review.status.and_then(|s| s.user).unwrap_or_default();
@@ -249,11 +260,15 @@ async fn a_bound_token_is_registered_expires_and_is_rotated() {
 
     // An hour later the token no longer authenticates: Ready=False, naming the fix.
     worker.advance_token_clock(Duration::from_secs(3601));
-    wait_condition(&mc, "Ready=False after expiry", |(status, reason, message)| {
-        status == "False"
-            && reason == "Unauthorized"
-            && message.contains("courier cluster rotate-token w1")
-    })
+    wait_condition(
+        &mc,
+        "Ready=False after expiry",
+        |(status, reason, message)| {
+            status == "False"
+                && reason == "Unauthorized"
+                && message.contains("courier cluster rotate-token w1")
+        },
+    )
     .await;
 
     let mut r = rotate_args(&["w1", "--wait", "60s"]);
@@ -296,17 +311,23 @@ async fn token_requests_name_the_fix() {
         timeout: Duration::from_secs(5),
     };
     let admin = source(&admin_path);
-    let out = worker_kubeconfig(&args("courier-dispatcher", Duration::from_secs(600)), &admin)
-        .await
-        .expect("the shortest lifetime is accepted");
+    let out = worker_kubeconfig(
+        &args("courier-dispatcher", Duration::from_secs(600)),
+        &admin,
+    )
+    .await
+    .expect("the shortest lifetime is accepted");
     assert_eq!(out.token_source, "TokenRequest");
     assert!(!format!("{out:?}").contains("kubesim-bound"), "{out:?}");
     // The API server's own minimum, not the CLI's.
     let e = format!(
         "{:#}",
-        worker_kubeconfig(&args("courier-dispatcher", Duration::from_secs(599)), &admin)
-            .await
-            .expect_err("too short")
+        worker_kubeconfig(
+            &args("courier-dispatcher", Duration::from_secs(599)),
+            &admin
+        )
+        .await
+        .expect_err("too short")
     );
     assert!(e.contains("less than 10 minutes"), "{e}");
     let e = format!(
@@ -329,7 +350,10 @@ async fn token_requests_name_the_fix() {
         .await
         .expect_err("not registered")
         .to_string();
-    assert!(e.contains("courier cluster add w1") && e.contains("--token-ttl"), "{e}");
+    assert!(
+        e.contains("courier cluster add w1") && e.contains("--token-ttl"),
+        "{e}"
+    );
     drop(worker);
     let _ = std::fs::remove_dir_all(&dir);
 }
