@@ -222,6 +222,12 @@ pub trait Strategy: Send + Sync + 'static {
         &[]
     }
 
+    /// The `(group, version, kind)` a subresource answers with when it is not this resource's own
+    /// kind (`serviceaccounts/token`: authentication.k8s.io/v1 TokenRequest), for discovery.
+    fn subresource_kind(&self, _sub: &str) -> Option<(&'static str, &'static str, &'static str)> {
+        None
+    }
+
     /// Registry-specific DELETE behaviour (`DeleteAction`); `options` is the request's
     /// `DeleteOptions` body (or `{}`) and `now` the server time as RFC3339.
     fn on_delete(&self, _stored: &Value, _options: &Value, _now: &str) -> DeleteAction {

@@ -69,6 +69,10 @@ impl Strategy for ServiceAccountStrategy {
     fn extra_subresources(&self) -> &'static [(&'static str, &'static [&'static str])] {
         &[("token", &["create"])]
     }
+
+    fn subresource_kind(&self, sub: &str) -> Option<(&'static str, &'static str, &'static str)> {
+        (sub == "token").then_some((AUTH_GROUP, "v1", "TokenRequest"))
+    }
 }
 
 /// Whether a request is a TokenRequest (`POST .../serviceaccounts/<name>/token`).
