@@ -9,6 +9,9 @@ use std::time::Duration;
 use courier_api::reasons::{
     REASON_FORBIDDEN, REASON_UNAUTHORIZED, REASON_UNREACHABLE, REASON_UNSUPPORTED_VERSION,
 };
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::api::PostParams;
@@ -142,6 +145,27 @@ async fn allowed(
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let answer = with_timeout(deadline, api.create(&PostParams::default(), &review)).await?;
     Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+/// Whether the worker chart's ValidatingAdmissionPolicy and its binding
+/// ([`courier_api::WORKER_POLICY_NAME`]) both exist: `Some(false)` when either answers 404, `None`
+/// when the worker does not say (403: a chart older than this right, or installed under another
+/// release name, whose policy has another name; or any other failure, which the rest of the probe
+/// reports).
+pub async fn policy_installed(client: &Client, deadline: Duration) -> Option<bool> {
+    let name = courier_api::WORKER_POLICY_NAME;
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let policy = fresh(|| with_timeout(deadline, policies.get_opt(name)))
+        .await
+        .ok()?;
+    if policy.is_none() {
+        return Some(false);
+    }
+    let binding = fresh(|| with_timeout(deadline, bindings.get_opt(name)))
+        .await
+        .ok()?;
+    Some(binding.is_some())
 }
 
 /// `message` of a failed probe of WorkerCluster `cluster`, with the fix for an expired bound token
