@@ -13,7 +13,7 @@ use courier_api::WorkerCluster;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
-use kube::config::Kubeconfig;
+use kube::config::{AuthInfo, Kubeconfig};
 use kube::{Api, Client};
 
 use super::kubeconfig::{
@@ -212,11 +212,13 @@ pub async fn rotate(
         .and_then(|u| u.auth_info.as_ref())
         .and_then(|u| u.token.clone())
         .context("internal error: the generated kubeconfig has no token")?;
+    // The user becomes the token alone (a client certificate or another credential left beside
+    // it would still be sent).
     for user in &mut stored.kubeconfig.auth_infos {
-        if let Some(info) = &mut user.auth_info {
-            info.token = Some(new_token.clone());
-            info.token_file = None;
-        }
+        user.auth_info = Some(AuthInfo {
+            token: Some(new_token.clone()),
+            ..Default::default()
+        });
     }
     if let Some(p) = kubeconfig::credential_problems(&stored.kubeconfig).first() {
         bail!(
