@@ -123,7 +123,8 @@ for i in "${!WORKERS[@]}"; do
   helm install courier-worker "$ROOT/charts/courier-worker" --kubeconfig "$(kc "$w")" \
     -n "$NS" --create-namespace --set cliReads=true ${long[@]+"${long[@]}"} --wait --timeout 3m
   token=()
-  [[ $w == w2 ]] && token=(--token-request --duration 8760h)
+  [[ $w == w1 ]] && token=(--token-secret)
+  [[ $w == w2 ]] && token=(--duration 8760h)
   courier cluster kubeconfig --cluster-kubeconfig "$(kc_internal "$w")" --name "$w" ${token[@]+"${token[@]}"} \
     --output-file "$WORK/$w-courier.kubeconfig"
   courier cluster add "$w" --cluster-kubeconfig "$WORK/$w-courier.kubeconfig" \
@@ -185,7 +186,7 @@ metadata:
 type: kubernetes.io/service-account-token
 YAML
 courier cluster kubeconfig --cluster-kubeconfig "$(kc_internal w1)" --name w1 \
-  --secret courier-dispatcher-token-2 --output-file "$WORK/w1-new.kubeconfig"
+  --token-secret --secret courier-dispatcher-token-2 --output-file "$WORK/w1-new.kubeconfig"
 k_mgmt -n "$NS" create secret generic w1-kubeconfig \
   --from-file=kubeconfig="$WORK/w1-new.kubeconfig" --dry-run=client -o yaml | k_mgmt apply -f -
 # Deleting the old token Secret revokes its token. After a probe interval (at most a minute) the

@@ -100,13 +100,13 @@ async fn deprecated_body(env: &Env) -> anyhow::Result<()> {
         "{}",
         out.stderr
     );
-    // `cluster kubeconfig --kubeconfig ADMIN`: read as the worker's (kubesim has no token Secret,
-    // so it stops there, naming it).
+    // `cluster kubeconfig --kubeconfig ADMIN`: read as the worker's (the worker has no Courier
+    // ServiceAccount, so the token request stops there, naming it).
     courier(&["cluster", "kubeconfig", "--kubeconfig", &w], &[])
         .await?
         .fails_with(&[
             "--cluster-kubeconfig FILE",
-            "Secret courier-system/courier-dispatcher-token",
+            "ServiceAccount courier-system/courier-dispatcher",
         ])?;
     Ok(())
 }

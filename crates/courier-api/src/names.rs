@@ -64,6 +64,9 @@ pub const DEFAULT_NAMESPACE: &str = "courier-system";
 /// where every management cluster claims its `--origin` id: key = origin id, value = the UID of that
 /// management cluster's `kube-system` namespace.
 pub const ORIGIN_CLAIMS_CONFIGMAP: &str = "courier-origins";
+/// The ValidatingAdmissionPolicy (and binding) of the courier-worker chart installed as release
+/// `courier-worker`; the probe reads it by this name (`get` by `resourceNames` in the chart).
+pub const WORKER_POLICY_NAME: &str = "courier-worker-mirror-ownership";
 
 /// Origin Job condition type recording which epoch's mirror has reported (see `courier-core`'s
 /// `dispatched` module). Job condition types are not validated, so a domain-prefixed type is safe.

@@ -28,6 +28,15 @@ pub const REASON_SECRET_NOT_LABELLED: &str = "SecretNotLabelled";
 /// `Ready=False`: the worker runs a Kubernetes version older than Courier supports (1.30).
 pub const REASON_UNSUPPORTED_VERSION: &str = "UnsupportedVersion";
 
+/// WorkerCluster condition type saying whether the worker chart's admission policy (and its
+/// binding) exists on the worker: without it nothing stops a worker user from changing mirrors, nor
+/// Courier's account from running privileged pods there.
+pub const CONDITION_POLICY_INSTALLED: &str = "PolicyInstalled";
+/// `PolicyInstalled=True`: the policy and its binding exist.
+pub const REASON_WORKER_POLICY_INSTALLED: &str = "WorkerPolicyInstalled";
+/// `PolicyInstalled=False`: the policy or its binding is missing.
+pub const REASON_WORKER_POLICY_MISSING: &str = "WorkerPolicyMissing";
+
 /// All `Ready` condition reasons, `Connected` first.
 pub const READY_REASONS: [&str; 10] = [
     REASON_CONNECTED,

@@ -264,6 +264,7 @@ async fn register(client: &Client, w: &WorkerSpec, kubeconfig_yaml: &str) -> any
             labels: w.labels.clone(),
             weight: 1,
             paused: false,
+            secret_annotations: Default::default(),
         },
     )
     .await

@@ -211,6 +211,19 @@ impl Sim {
         );
     }
 
+    /// Grants `rules` to the user `user` (as RBAC bindings would): the rights of the bound tokens
+    /// the TokenRequest API issues for a ServiceAccount (`system:serviceaccount:NS:NAME`).
+    pub fn grant(&self, user: &str, rules: RuleSet) {
+        self.state.users.grant(user, rules);
+    }
+
+    /// Moves the clock bound tokens expire by forward (instead of waiting out their lifetime).
+    pub fn advance_token_clock(&self, by: std::time::Duration) {
+        self.state
+            .users
+            .advance_clock(i64::try_from(by.as_secs()).unwrap_or(i64::MAX));
+    }
+
     /// Replaces a token's rights (e.g. to simulate a token losing them).
     pub fn set_rules(&self, token: &str, rules: RuleSet) -> bool {
         self.state.users.set_rules(token, rules)

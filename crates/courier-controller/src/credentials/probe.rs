@@ -9,6 +9,9 @@ use std::time::Duration;
 use courier_api::reasons::{
     REASON_FORBIDDEN, REASON_UNAUTHORIZED, REASON_UNREACHABLE, REASON_UNSUPPORTED_VERSION,
 };
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::api::PostParams;
@@ -144,6 +147,40 @@ async fn allowed(
     Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
+/// Whether the worker chart's ValidatingAdmissionPolicy and its binding
+/// ([`courier_api::WORKER_POLICY_NAME`]) both exist: `Some(false)` when either answers 404, `None`
+/// when the worker does not say (403: a chart older than this right, or installed under another
+/// release name, whose policy has another name; or any other failure, which the rest of the probe
+/// reports).
+pub async fn policy_installed(client: &Client, deadline: Duration) -> Option<bool> {
+    let name = courier_api::WORKER_POLICY_NAME;
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let policy = fresh(|| with_timeout(deadline, policies.get_opt(name)))
+        .await
+        .ok()?;
+    if policy.is_none() {
+        return Some(false);
+    }
+    let binding = fresh(|| with_timeout(deadline, bindings.get_opt(name)))
+        .await
+        .ok()?;
+    Some(binding.is_some())
+}
+
+/// `message` of a failed probe of WorkerCluster `cluster`, with the fix for an expired bound token
+/// when the worker answered 401: a token from `courier cluster add --token-ttl` expires by design.
+pub fn rotate_hint(cluster: &str, reason: &str, message: String) -> String {
+    if reason != REASON_UNAUTHORIZED {
+        return message;
+    }
+    format!(
+        "{message}; if it is a bound token that expired, request a new one with `courier cluster \
+         rotate-token {cluster} --cluster-kubeconfig ADMIN.kubeconfig` (an admin kubeconfig of the \
+         worker)"
+    )
+}
+
 fn of_user(user: Option<&str>) -> String {
     user.map(|u| format!(" of user {u}")).unwrap_or_default()
 }
@@ -228,6 +265,20 @@ mod tests {
         assert_eq!(version_problem("https://w1", &info("1", "30")), None);
         assert_eq!(version_problem("https://w1", &info("1", "36+")), None);
         assert_eq!(version_problem("https://w1", &info("1", "x")), None);
+    }
+
+    #[test]
+    fn an_unauthorized_worker_names_the_rotate_command() {
+        let e = CallError::Api {
+            code: 401,
+            reason: "Unauthorized".into(),
+            message: "Unauthorized".into(),
+        };
+        let f = classify("https://w1", None, &e);
+        let m = rotate_hint("eu-1", f.reason, f.message);
+        assert!(m.contains("courier cluster rotate-token eu-1"), "{m}");
+        let other = rotate_hint("eu-1", REASON_FORBIDDEN, "no rights".into());
+        assert_eq!(other, "no rights");
     }
 
     #[test]

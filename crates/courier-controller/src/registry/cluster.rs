@@ -127,7 +127,10 @@ async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) ->
     }
     let (version, namespace_uid) = match probe(shared, &conn).await {
         Ok(v) => v,
-        Err((reason, message)) => return failed(shared, cluster, st, reason, message).await,
+        Err((reason, message)) => {
+            let message = credentials::probe::rotate_hint(&cluster.name, reason, message);
+            return failed(shared, cluster, st, reason, message).await;
+        }
     };
     cluster.set_identity(|i| i.namespace_uid = Some(namespace_uid));
     if let Some((other, why)) = lifecycle::duplicate_of(shared, cluster) {
@@ -169,6 +172,11 @@ async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) ->
         }
         st.sweep = false;
     }
+    let policy =
+        credentials::probe::policy_installed(&conn.request, shared.tuning.request_timeout).await;
+    let mut h = cluster.health();
+    h.policy = policy;
+    cluster.set_health(h);
     let message = format!(
         "connected to {} ({version}); the credentials have every right Courier needs",
         conn.server
@@ -293,6 +301,7 @@ fn set_health(
         since,
         server_version: version.or(old.server_version.clone()),
         last_probe: Some(now),
+        policy: old.policy,
     };
     let transition = old.state != new.state || old.reason != new.reason;
     cluster.set_health(new.clone());

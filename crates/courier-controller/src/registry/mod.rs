@@ -60,6 +60,8 @@ pub struct Health {
     pub since: Option<Timestamp>,
     pub server_version: Option<String>,
     pub last_probe: Option<Timestamp>,
+    /// Whether the worker chart's admission policy is installed (None: not known).
+    pub policy: Option<bool>,
 }
 
 impl Health {
@@ -129,6 +131,7 @@ impl Cluster {
                 .map(|c| c.last_transition_time.0),
             server_version: wc.status.as_ref().and_then(|s| s.server_version.clone()),
             last_probe: None,
+            policy: None,
         };
         Self {
             name,

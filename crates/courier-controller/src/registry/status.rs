@@ -5,7 +5,10 @@
 //! controller from a dead one without a write per probe).
 
 use courier_api::WorkerClusterStatus;
-use courier_api::reasons::CONDITION_READY;
+use courier_api::reasons::{
+    CONDITION_POLICY_INSTALLED, CONDITION_READY, REASON_WORKER_POLICY_INSTALLED,
+    REASON_WORKER_POLICY_MISSING,
+};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::Api;
@@ -35,13 +38,20 @@ pub fn desired(shared: &Ctx, cluster: &Cluster) -> Option<WorkerClusterStatus> {
         last_transition_time: Time(h.since.unwrap_or(now)),
         observed_generation: wc.metadata.generation,
     };
+    let policy = h.policy.map(|installed| {
+        policy_condition(installed, &current.conditions, now, wc.metadata.generation)
+    });
     let mut conditions: Vec<Condition> = current
         .conditions
         .iter()
-        .filter(|c| c.type_ != CONDITION_READY)
+        .filter(|c| {
+            c.type_ != CONDITION_READY
+                && !(policy.is_some() && c.type_ == CONDITION_POLICY_INSTALLED)
+        })
         .cloned()
         .collect();
     conditions.insert(0, ready);
+    conditions.extend(policy);
     Some(WorkerClusterStatus {
         conditions,
         server_version: h.server_version.clone(),
@@ -50,6 +60,47 @@ pub fn desired(shared: &Ctx, cluster: &Cluster) -> Option<WorkerClusterStatus> {
         ),
         last_probe_time: Some(Time(h.last_probe.unwrap_or(now))),
     })
+}
+
+/// The `PolicyInstalled` condition; its transition time kept from `current` while the status
+/// stays the same.
+fn policy_condition(
+    installed: bool,
+    current: &[Condition],
+    now: Timestamp,
+    generation: Option<i64>,
+) -> Condition {
+    let status = if installed { "True" } else { "False" };
+    let since = current
+        .iter()
+        .find(|c| c.type_ == CONDITION_POLICY_INSTALLED && c.status == status)
+        .map_or(now, |c| c.last_transition_time.0);
+    let name = courier_api::WORKER_POLICY_NAME;
+    let (reason, message) = if installed {
+        (
+            REASON_WORKER_POLICY_INSTALLED,
+            format!("the worker chart's ValidatingAdmissionPolicy {name} and its binding exist"),
+        )
+    } else {
+        (
+            REASON_WORKER_POLICY_MISSING,
+            format!(
+                "the worker has no ValidatingAdmissionPolicy {name} or no binding for it: nothing \
+                 stops its users from changing Courier's mirrors, nor Courier's account from \
+                 running privileged pods there; install or upgrade the courier-worker chart with \
+                 policy.enabled=true (`helm upgrade courier-worker charts/courier-worker \
+                 --reuse-values --set policy.enabled=true`)"
+            ),
+        )
+    };
+    Condition {
+        type_: CONDITION_POLICY_INSTALLED.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: Time(since),
+        observed_generation: generation,
+    }
 }
 
 fn same_condition(a: &Condition, b: &Condition) -> bool {

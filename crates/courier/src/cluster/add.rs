@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::Args;
-use courier_api::{DEFAULT_KUBECONFIG_KEY, WorkerCluster, WorkerClusterSpec};
+use courier_api::{DEFAULT_KUBECONFIG_KEY, DEFAULT_NAMESPACE, WorkerCluster, WorkerClusterSpec};
 use courier_controller::CredentialPolicy;
 use courier_controller::credentials::{self, probe};
 use k8s_openapi::ByteString;
@@ -15,6 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
 
+use super::kubeconfig::DEFAULT_WORKER_SERVICE_ACCOUNT;
+use super::rotate::{BoundToken, parse_token_ttl, request_bound_kubeconfig};
 use super::{LABEL_SECRET_OF, format_labels};
 use crate::kubeconfig::{self, Minified};
 use crate::management::KubeconfigSource;
@@ -70,6 +72,19 @@ pub struct AddArgs {
     /// How long to wait for each answer from the worker.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// Request a bound token for Courier's ServiceAccount on the worker, valid this long (e.g.
+    /// 720h, at least 10m), and register a kubeconfig with it: the kubeconfig given is then an admin
+    /// one, used only for the request and never stored. Renew it with `courier cluster
+    /// rotate-token NAME` before it expires.
+    #[arg(long, value_parser = parse_token_ttl, value_name = "DURATION")]
+    pub token_ttl: Option<Duration>,
+    /// With --token-ttl: namespace the courier-worker chart is installed in on the worker.
+    #[arg(long, default_value = DEFAULT_NAMESPACE, requires = "token_ttl")]
+    pub worker_namespace: String,
+    /// With --token-ttl: the ServiceAccount Courier uses on the worker (the chart's
+    /// `serviceAccount` value).
+    #[arg(long, default_value = DEFAULT_WORKER_SERVICE_ACCOUNT, requires = "token_ttl")]
+    pub service_account: String,
     /// After registering, wait until Courier reports the cluster Ready (up to this long, e.g. 60s).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub wait: Option<Duration>,
@@ -85,6 +100,8 @@ pub struct Registration {
     pub labels: BTreeMap<String, String>,
     pub weight: i32,
     pub paused: bool,
+    /// Annotations of the Secret (where a requested token came from, see `rotate`).
+    pub secret_annotations: BTreeMap<String, String>,
 }
 
 /// What the checks learned about a worker.
@@ -154,10 +171,37 @@ pub async fn add(
             "invalid Secret name {secret_name:?}: it {p}; pass a shorter --secret-name or WorkerCluster name"
         );
     }
-    let (kc, source, base) = load_worker_kubeconfig(worker)?;
-    let mut min = kubeconfig::minify(&kc, worker.context.as_deref(), &source)?;
-    if a.flatten {
-        for field in kubeconfig::flatten(&mut min.kubeconfig, &base)? {
+    let mut bound = None;
+    let (mut min, source, base) = match a.token_ttl {
+        Some(ttl) => {
+            // Nothing is requested from the worker for a registration that cannot be written.
+            preflight_management(client, ns, &a.name, &secret_name).await?;
+            let token = BoundToken {
+                namespace: a.worker_namespace.clone(),
+                service_account: a.service_account.clone(),
+                ttl,
+            };
+            let (min, expires) =
+                request_bound_kubeconfig(worker, &a.name, &token, a.timeout).await?;
+            println!(
+                "Requested a token for ServiceAccount {}/{} on worker {:?}, valid until {expires} \
+                 (renew it before then: `courier cluster rotate-token {}`).",
+                token.namespace, token.service_account, a.name, a.name
+            );
+            bound = Some((token, expires));
+            let source = "the kubeconfig built for the requested token".to_string();
+            (min, source, None)
+        }
+        None => {
+            let (kc, source, base) = load_worker_kubeconfig(worker)?;
+            let min = kubeconfig::minify(&kc, worker.context.as_deref(), &source)?;
+            (min, source, Some(base))
+        }
+    };
+    if a.flatten
+        && let Some(base) = &base
+    {
+        for field in kubeconfig::flatten(&mut min.kubeconfig, base)? {
             eprintln!("embedded the file named by {field}");
         }
     }
@@ -188,7 +232,9 @@ pub async fn add(
     if let Some(url) = &a.server {
         with_server(&mut stored, url)?;
     }
-    preflight_management(client, ns, &a.name, &secret_name).await?;
+    if bound.is_none() {
+        preflight_management(client, ns, &a.name, &secret_name).await?;
+    }
     if a.skip_check {
         eprintln!(
             "Skipped the checks of worker {:?} from this machine (--skip-check): the controller's              probe alone decides whether it is Ready (`courier cluster list` shows its state).",
@@ -216,6 +262,9 @@ pub async fn add(
         labels: a.labels.iter().cloned().collect(),
         weight: a.weight,
         paused: a.paused,
+        secret_annotations: bound
+            .map(|(t, expires)| t.annotations(&expires))
+            .unwrap_or_default(),
     };
     create_registration(client, &reg).await?;
     let labels = if reg.labels.is_empty() {
@@ -359,6 +408,8 @@ pub async fn create_registration(client: &Client, reg: &Registration) -> anyhow:
                     courier_api::PRODUCT.to_string(),
                 ),
             ])),
+            annotations: (!reg.secret_annotations.is_empty())
+                .then(|| reg.secret_annotations.clone()),
             ..Default::default()
         },
         type_: Some("Opaque".into()),

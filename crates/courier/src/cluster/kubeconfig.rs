@@ -17,11 +17,11 @@ use crate::util::{self, parse_duration};
 
 /// The ServiceAccount the courier-worker chart creates (its `serviceAccount` value).
 pub const DEFAULT_WORKER_SERVICE_ACCOUNT: &str = "courier-dispatcher";
-const DEFAULT_TOKEN_DURATION: Duration = Duration::from_secs(24 * 3600);
+pub const DEFAULT_TOKEN_DURATION: Duration = Duration::from_secs(24 * 3600);
 
 #[derive(Args, Debug, Clone)]
 pub struct KubeconfigArgs {
-    /// An admin kubeconfig of the worker, used to read (or request) the token [default:
+    /// An admin kubeconfig of the worker, used to request (or read) the token [default:
     /// $KUBECONFIG, ~/.kube/config].
     #[arg(long, value_name = "FILE")]
     pub cluster_kubeconfig: Option<PathBuf>,
@@ -34,15 +34,20 @@ pub struct KubeconfigArgs {
     /// The ServiceAccount Courier uses on the worker (the chart's `serviceAccount` value).
     #[arg(long, default_value = DEFAULT_WORKER_SERVICE_ACCOUNT)]
     pub service_account: String,
-    /// The token Secret to read (default: SERVICE_ACCOUNT-token, the chart's name for it).
-    #[arg(long, conflicts_with = "token_request")]
-    pub secret: Option<String>,
-    /// Issue a time-bound token with the TokenRequest API instead of reading the token Secret.
+    /// Read the ServiceAccount's long-lived token Secret instead of requesting a bound token
+    /// (only where the courier-worker chart was installed with `tokenSecret: true`).
     #[arg(long)]
+    pub token_secret: bool,
+    /// With --token-secret: the Secret to read (default: SERVICE_ACCOUNT-token, the chart's name
+    /// for it).
+    #[arg(long, requires = "token_secret")]
+    pub secret: Option<String>,
+    /// Deprecated, and ignored: a bound token from the TokenRequest API is the default.
+    #[arg(long, hide = true, conflicts_with = "token_secret")]
     pub token_request: bool,
-    /// With --token-request: how long the token stays valid [default: 24h]. The API server may
+    /// How long the requested token stays valid [default: 24h; at least 10m]. The API server may
     /// shorten it (--service-account-max-token-expiration).
-    #[arg(long, requires = "token_request", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, conflicts_with = "token_secret", value_parser = parse_duration, value_name = "DURATION")]
     pub duration: Option<Duration>,
     /// API server address to write into the kubeconfig (default: the admin kubeconfig's): where
     /// the management cluster's pods reach the worker, when that differs.
@@ -92,6 +97,12 @@ pub async fn print_worker_kubeconfig(
     a: KubeconfigArgs,
     worker: &KubeconfigSource,
 ) -> anyhow::Result<()> {
+    if a.token_request {
+        eprintln!(
+            "warning: --token-request is deprecated and does nothing: a bound token is the default \
+             (--token-secret reads the chart's token Secret instead)"
+        );
+    }
     let out = worker_kubeconfig(&a, worker).await?;
     let target = match &a.output_file {
         Some(path) => {
@@ -147,7 +158,7 @@ fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// Reads the ServiceAccount's token from the worker (its token Secret, or a TokenRequest) through
+/// Reads the ServiceAccount's token from the worker (a TokenRequest, or its token Secret) through
 /// an admin kubeconfig, and builds a self-contained kubeconfig from it: server and CA inline, the
 /// token inline, no programs and no file references — what the controller's policy accepts.
 pub async fn worker_kubeconfig(
@@ -189,14 +200,14 @@ pub async fn worker_kubeconfig(
         user: admin.user_name.as_deref().unwrap_or("(none)"),
         timeout: a.timeout,
     };
-    let (token, token_source, secret_ca, expires) = if a.token_request {
-        let duration = a.duration.unwrap_or(DEFAULT_TOKEN_DURATION);
-        let (token, expires) = request_token(&client, &ctx, ns, sa, duration).await?;
-        (token, "TokenRequest".to_string(), None, Some(expires))
-    } else {
+    let (token, token_source, secret_ca, expires) = if a.token_secret {
         let secret_name = a.secret.clone().unwrap_or_else(|| format!("{sa}-token"));
         let (token, ca) = read_token_secret(&client, &ctx, ns, sa, &secret_name).await?;
         (token, format!("Secret {ns}/{secret_name}"), ca, None)
+    } else {
+        let duration = a.duration.unwrap_or(DEFAULT_TOKEN_DURATION);
+        let (token, expires) = request_token(&client, &ctx, ns, sa, duration).await?;
+        (token, "TokenRequest".to_string(), None, Some(expires))
     };
     let admin_cluster = admin
         .kubeconfig

@@ -2,7 +2,7 @@
 
 use clap::Args;
 use courier_api::WorkerCluster;
-use courier_api::reasons::CONDITION_READY;
+use courier_api::reasons::{CONDITION_POLICY_INSTALLED, CONDITION_READY};
 use kube::Client;
 
 use super::format_labels;
@@ -82,9 +82,10 @@ fn table(items: &[WorkerCluster], wide: bool) -> Table {
     Table { header, rows }
 }
 
-/// Why each cluster that is not Ready is not (printed under the table).
+/// Why each cluster that is not Ready is not, and a warning for each worker without the worker
+/// chart's admission policy (printed under the table).
 fn notes(items: &[WorkerCluster]) -> Vec<String> {
-    items
+    let mut out: Vec<String> = items
         .iter()
         .filter_map(|wc| {
             let (status, reason, message) = ready(wc);
@@ -95,7 +96,22 @@ fn notes(items: &[WorkerCluster]) -> Vec<String> {
                 )
             })
         })
-        .collect()
+        .collect();
+    out.extend(items.iter().filter_map(|wc| {
+        let c = wc
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_POLICY_INSTALLED && c.status == "False")?;
+        Some(format!(
+            "warning: {}: {}: {}",
+            wc.metadata.name.as_deref().unwrap_or_default(),
+            c.reason,
+            c.message
+        ))
+    }));
+    out
 }
 
 pub async fn list(client: &Client, a: ListArgs) -> anyhow::Result<()> {
@@ -155,6 +171,19 @@ mod tests {
         assert_eq!(w.rows[1][9], "b-kubeconfig");
         assert_eq!(w.rows[1][11], "dial tcp: refused");
         assert_eq!(notes(&items), ["b: Unreachable: dial tcp: refused"]);
+        let mut unprotected = wc("d", Some(("True", "Connected", "ok")));
+        if let Some(s) = &mut unprotected.status {
+            s.conditions.push(
+                serde_json::from_value(json!({"type": "PolicyInstalled", "status": "False",
+                    "reason": "WorkerPolicyMissing", "message": "install the chart",
+                    "lastTransitionTime": "2025-01-01T00:00:00Z"}))
+                .expect("condition"),
+            );
+        }
+        assert_eq!(
+            notes(&[unprotected]),
+            ["warning: d: WorkerPolicyMissing: install the chart"]
+        );
         assert_eq!(qualified_name(&items[0]), "workercluster.courier.dev/a");
         // Items in a List carry their own kind (kube's derive serialises it).
         let v = crate::output::list_object(&items).expect("list");

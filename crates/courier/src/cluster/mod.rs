@@ -1,16 +1,20 @@
 //! `courier cluster add|list|remove|pause|resume`: WorkerCluster registrations in the management
 //! cluster; `courier cluster kubeconfig`: the worker kubeconfig `add` takes, built from the
-//! ServiceAccount the courier-worker chart creates. One file per subcommand; what they share is here.
+//! ServiceAccount the courier-worker chart creates; `courier cluster rotate-token`: a new bound token
+//! for a registration. One file per subcommand; what they share is here.
 
 mod add;
 mod kubeconfig;
 mod list;
 mod pause;
 mod remove;
+mod rotate;
 // Against in-process kubesim clusters (`local`): only with the `sandbox` feature.
 #[cfg(all(test, feature = "sandbox"))]
 mod tests;
 mod token;
+#[cfg(all(test, feature = "sandbox"))]
+mod token_tests;
 
 use std::collections::BTreeMap;
 
@@ -36,6 +40,7 @@ pub const LABEL_SECRET_OF: &str = "courier.dev/worker-cluster";
 pub enum ClusterCommand {
     /// Check a worker's kubeconfig (reachable, version, rights, credential policy), then register it.
     #[command(after_help = "Examples:\n  \
+        courier cluster add eu-1 --cluster-kubeconfig admin-eu-1.kubeconfig --token-ttl 720h --wait 60s\n  \
         courier cluster add eu-1 --cluster-kubeconfig eu-1.kubeconfig --label region=eu --wait 60s\n  \
         courier cluster add eu-1 --cluster-context kind-eu-1 --server https://eu-1-control-plane:6443")]
     Add(Box<add::AddArgs>),
@@ -47,8 +52,13 @@ pub enum ClusterCommand {
     Pause(pause::NameArgs),
     /// Place new Jobs on a paused worker cluster again.
     Resume(pause::NameArgs),
-    /// Print a kubeconfig for Courier's ServiceAccount on a worker (token inline), ready for
-    /// `courier cluster add`.
+    /// Replace the bound token of a worker registered with `cluster add --token-ttl` (request a
+    /// new one through an admin kubeconfig of the worker, write it into the registration's Secret).
+    #[command(after_help = "Example:\n  \
+        courier cluster rotate-token eu-1 --cluster-kubeconfig admin-eu-1.kubeconfig --wait 60s")]
+    RotateToken(rotate::RotateArgs),
+    /// Print a kubeconfig for Courier's ServiceAccount on a worker (a bound token inline), ready
+    /// for `courier cluster add`.
     #[command(after_help = "Example:\n  \
         courier cluster kubeconfig --cluster-kubeconfig admin-eu-1.kubeconfig --output-file eu-1.kubeconfig")]
     Kubeconfig(Box<KubeconfigArgs>),
@@ -71,6 +81,13 @@ pub async fn run(args: ClusterArgs) -> anyhow::Result<()> {
             let ns = management.courier_namespace_of_cluster_commands();
             let client = management.connect().await?.client;
             add::add(&client, &ns, &worker, *a).await
+        }
+        ClusterCommand::RotateToken(a) => {
+            let (management, worker) =
+                m.split_worker(a.cluster_kubeconfig.as_ref(), a.cluster_context.as_ref());
+            let ns = management.courier_namespace_of_cluster_commands();
+            let client = management.connect().await?.client;
+            rotate::rotate(&client, &ns, &worker, a).await
         }
         ClusterCommand::List(a) => list::list(&m.connect().await?.client, a).await,
         ClusterCommand::Remove(a) => {

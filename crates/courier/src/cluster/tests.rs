@@ -79,6 +79,7 @@ fn args(admin: &std::path::Path) -> KubeconfigArgs {
         cluster_context: None,
         worker_namespace: DEFAULT_NAMESPACE.into(),
         service_account: DEFAULT_WORKER_SERVICE_ACCOUNT.into(),
+        token_secret: true,
         secret: None,
         token_request: false,
         duration: None,
@@ -168,19 +169,22 @@ fn kubeconfig_flags() {
     let a = kc(&[]);
     assert_eq!(a.service_account, "courier-dispatcher");
     assert_eq!(a.worker_namespace, "courier-system");
-    assert!(!a.token_request && a.duration.is_none() && a.secret.is_none());
-    let a = kc(&[
-        "--token-request",
-        "--duration",
-        "2h",
-        "--output-file",
-        "w.kubeconfig",
-    ]);
+    // A bound token by default.
+    assert!(!a.token_secret && a.duration.is_none() && a.secret.is_none());
+    let a = kc(&["--duration", "2h", "--output-file", "w.kubeconfig"]);
     assert_eq!(a.duration, Some(Duration::from_secs(7200)));
     assert_eq!(a.output_file, Some(PathBuf::from("w.kubeconfig")));
+    // The old spelling is still accepted (and ignored).
+    assert!(kc(&["--token-request", "--duration", "1h"]).token_request);
+    let a = kc(&["--token-secret", "--secret", "s"]);
+    assert!(a.token_secret && a.secret.as_deref() == Some("s"));
     // A duration only means something for a requested token; a Secret is not requested.
-    assert!(parse(&["--duration", "1h"]).is_err());
-    assert!(parse(&["--secret", "s", "--token-request"]).is_err());
+    assert!(parse(&["--token-secret", "--duration", "1h"]).is_err());
+    assert!(
+        parse(&["--secret", "s"]).is_err(),
+        "--secret needs --token-secret"
+    );
+    assert!(parse(&["--token-secret", "--token-request"]).is_err());
 }
 
 #[tokio::test]
@@ -246,6 +250,9 @@ async fn kubeconfig_from_the_token_secret_passes_cluster_add() {
             allow_file_kubeconfigs: false,
             allow_insecure_kubeconfigs: false,
             timeout: Duration::from_secs(5),
+            token_ttl: None,
+            worker_namespace: DEFAULT_NAMESPACE.into(),
+            service_account: DEFAULT_WORKER_SERVICE_ACCOUNT.into(),
             wait: None,
         },
     )
@@ -339,7 +346,9 @@ async fn errors_name_the_object_and_the_fix_and_never_the_token() {
     let e = fail(a).await;
     assert!(
         e.contains("Secret elsewhere/courier-dispatcher-token")
-            && e.contains("helm install courier-worker charts/courier-worker -n elsewhere"),
+            && e.contains("tokenSecret=true")
+            && e.contains("-n elsewhere")
+            && e.contains("drop --token-secret"),
         "{e}"
     );
 
@@ -392,10 +401,9 @@ async fn errors_name_the_object_and_the_fix_and_never_the_token() {
     let e = fail(a).await;
     assert!(e.contains("has no token after 1s"), "{e}");
 
-    // kubesim serves no ServiceAccounts: the TokenRequest path answers 404 like a cluster
-    // without the chart.
+    // No ServiceAccount (the chart is not installed): the TokenRequest answers 404.
     let mut a = args(&admin_path);
-    a.token_request = true;
+    a.token_secret = false;
     let e = fail(a).await;
     assert!(
         e.contains("ServiceAccount courier-system/courier-dispatcher")

@@ -1,4 +1,5 @@
-//! Reading the worker ServiceAccount's token and CA through an admin kubeconfig (for `cluster kubeconfig`).
+//! Requesting (or reading) the worker ServiceAccount's token and CA through an admin kubeconfig
+//! (for `cluster kubeconfig`, `cluster add --token-ttl` and `cluster rotate-token`).
 
 use std::time::Duration;
 
@@ -85,10 +86,11 @@ pub async fn read_token_secret(
             Ok(Err(e)) => return Err(ctx.error(e, &what)),
             Ok(Ok(None)) => bail!(
                 "Secret {ns}/{name} (ServiceAccount {sa}'s token) does not exist on the worker at \
-                 {}: {}; or pass --secret NAME if the token Secret has another name, or \
-                 --token-request to issue a time-bound token instead",
-                ctx.server,
-                chart_hint(ns)
+                 {}: the courier-worker chart creates it only with `tokenSecret: true` (`helm \
+                 upgrade courier-worker charts/courier-worker -n {ns} --reuse-values --set \
+                 tokenSecret=true`); or drop --token-secret to request a bound, expiring token \
+                 instead (recommended), or pass --secret NAME if the token Secret has another name",
+                ctx.server
             ),
             Ok(Ok(Some(s))) => s,
         };
@@ -129,8 +131,8 @@ pub async fn read_token_secret(
         if tokio::time::Instant::now() >= deadline {
             bail!(
                 "Secret {ns}/{name} on the worker has no token after {}: the worker's token \
-                 controller (in kube-controller-manager) fills it in; check that it runs, or pass \
-                 --token-request",
+                 controller (in kube-controller-manager) fills it in; check that it runs, or drop \
+                 --token-secret to request a bound token",
                 util::short_duration(ctx.timeout)
             );
         }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use clap::Args;
-use courier_api::reasons::CONDITION_READY;
+use courier_api::reasons::{CONDITION_POLICY_INSTALLED, CONDITION_READY};
 use courier_api::{
     ANNOTATION_CLUSTER_SELECTOR, ANNOTATION_REDISPATCHES, FINALIZER, MANAGED_BY, WorkerCluster,
 };
@@ -340,6 +340,10 @@ fn placement(out: &mut String, job: &Job, wcs: &[WorkerCluster]) {
                         .find(|c| c.type_ == CONDITION_READY)
                         .map(|c| format!("Ready={} ({})", c.status, c.reason))
                         .unwrap_or_else(|| "Ready unknown".into());
+                    let unprotected = st
+                        .conditions
+                        .iter()
+                        .find(|c| c.type_ == CONDITION_POLICY_INSTALLED && c.status == "False");
                     let _ = writeln!(
                         out,
                         "  {cluster}: {ready}, server {}, {} current mirror(s){}",
@@ -347,6 +351,9 @@ fn placement(out: &mut String, job: &Job, wcs: &[WorkerCluster]) {
                         st.current_mirrors.unwrap_or(0),
                         if wc.spec.paused { ", paused" } else { "" }
                     );
+                    if let Some(c) = unprotected {
+                        let _ = writeln!(out, "  warning: {cluster}: {}: {}", c.reason, c.message);
+                    }
                 }
                 None => {
                     let _ = writeln!(
@@ -539,6 +546,34 @@ mod tests {
         assert_eq!(
             status_line(&j, true),
             "Suspended (active 0, ready 0, succeeded 0 of 1, failed 0)"
+        );
+    }
+
+    #[test]
+    fn placement_warns_about_a_worker_without_the_policy() {
+        let j: Job = serde_json::from_value(json!({
+            "metadata": {"name": "a", "namespace": "d", "labels": {"courier.dev/cluster": "w1"},
+                "annotations": {"courier.dev/epoch": "1"}},
+            "spec": {"template": {}, "managedBy": MANAGED_BY},
+        }))
+        .expect("job");
+        let wc: WorkerCluster = serde_json::from_value(json!({
+            "metadata": {"name": "w1"},
+            "spec": {"kubeconfigSecretRef": {"name": "s"}},
+            "status": {"conditions": [
+                {"type": "Ready", "status": "True", "reason": "Connected", "message": "ok",
+                 "lastTransitionTime": "2025-01-01T00:00:00Z"},
+                {"type": "PolicyInstalled", "status": "False", "reason": "WorkerPolicyMissing",
+                 "message": "install the chart with policy.enabled=true",
+                 "lastTransitionTime": "2025-01-01T00:00:00Z"}]}}))
+        .expect("wc");
+        let mut out = String::new();
+        placement(&mut out, &j, &[wc]);
+        assert!(
+            out.contains(
+                "warning: w1: WorkerPolicyMissing: install the chart with policy.enabled=true"
+            ),
+            "{out}"
         );
     }
 }

@@ -52,6 +52,7 @@ ROOTS = {
     "v1/Status": "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
     "v1/Pod": "io.k8s.api.core.v1.Pod",
     "v1/ResourceQuota": "io.k8s.api.core.v1.ResourceQuota",
+    "v1/ServiceAccount": "io.k8s.api.core.v1.ServiceAccount",
     "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy":
         "io.k8s.api.admissionregistration.v1.ValidatingAdmissionPolicy",
     "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding":

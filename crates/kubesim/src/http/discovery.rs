@@ -169,10 +169,13 @@ fn resource_entries(list: &[Arc<Served>]) -> Vec<Value> {
         }
         for (sub, verbs) in subs {
             let name = format!("{}/{sub}", i.plural);
-            entries.push((
-                name.clone(),
-                json!({"name": name, "singularName": "", "namespaced": i.namespaced, "kind": i.kind, "verbs": verbs}),
-            ));
+            let mut e = json!({"name": name, "singularName": "", "namespaced": i.namespaced, "kind": i.kind, "verbs": verbs});
+            if let Some((group, version, kind)) = s.strategy.subresource_kind(sub) {
+                e["group"] = json!(group);
+                e["version"] = json!(version);
+                e["kind"] = json!(kind);
+            }
+            entries.push((name.clone(), e));
         }
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
@@ -234,7 +237,13 @@ fn aggregated_version(version: &str, list: &[Arc<Served>]) -> Value {
             if !subs.is_empty() {
                 let subs: Vec<Value> = subs
                     .into_iter()
-                    .map(|(n, v)| json!({"subresource": n, "responseKind": kind, "verbs": v}))
+                    .map(|(n, v)| {
+                        let kind = match s.strategy.subresource_kind(&n) {
+                            Some((g, ver, k)) => json!({"group": g, "version": ver, "kind": k}),
+                            None => kind.clone(),
+                        };
+                        json!({"subresource": n, "responseKind": kind, "verbs": v})
+                    })
                     .collect();
                 e.insert("subresources".into(), json!(subs));
             }

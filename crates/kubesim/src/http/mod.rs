@@ -576,6 +576,25 @@ async fn authorized_request(
         return Ok(value_response(201, &out));
     }
 
+    // TokenRequest: never stored, answered for an existing ServiceAccount.
+    if crate::kinds::serviceaccount::is_token_request(&info.group, &info.plural, t.sub.as_deref()) {
+        if method != Method::POST {
+            return Err(ApiError::method_not_supported(
+                "",
+                "serviceaccounts/token",
+                verb,
+            ));
+        }
+        let name = t.name.clone().unwrap_or_default();
+        api.get(s, &ns, &name)?;
+        let (_, body) = read_body(req).await?;
+        let body = encoding::request_body(s, &content_type, body)?;
+        let v: Value =
+            serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let out = crate::kinds::serviceaccount::token_request(&ns, &name, &v, &state.users)?;
+        return Ok(value_response(201, &out));
+    }
+
     match (method, t.name.as_deref()) {
         (Method::GET, Some(name)) => {
             let st = api.get(s, &ns, name)?;

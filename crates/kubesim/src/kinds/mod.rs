@@ -15,6 +15,7 @@ pub mod pod;
 pub mod resourcequota;
 pub mod sar;
 pub mod secret;
+pub mod serviceaccount;
 pub mod ssar;
 #[cfg(test)]
 pub(crate) mod testutil;
@@ -221,6 +222,12 @@ pub trait Strategy: Send + Sync + 'static {
         &[]
     }
 
+    /// The `(group, version, kind)` a subresource answers with when it is not this resource's own
+    /// kind (`serviceaccounts/token`: authentication.k8s.io/v1 TokenRequest), for discovery.
+    fn subresource_kind(&self, _sub: &str) -> Option<(&'static str, &'static str, &'static str)> {
+        None
+    }
+
     /// Registry-specific DELETE behaviour (`DeleteAction`); `options` is the request's
     /// `DeleteOptions` body (or `{}`) and `now` the server time as RFC3339.
     fn on_delete(&self, _stored: &Value, _options: &Value, _now: &str) -> DeleteAction {
@@ -272,6 +279,7 @@ pub fn other_builtins() -> Vec<std::sync::Arc<dyn Strategy>> {
     vec![
         std::sync::Arc::new(namespace::NamespaceStrategy::new()),
         std::sync::Arc::new(secret::SecretStrategy::new()),
+        std::sync::Arc::new(serviceaccount::ServiceAccountStrategy::new()),
         std::sync::Arc::new(configmap::ConfigMapStrategy::new()),
         std::sync::Arc::new(event::EventStrategy::core()),
         std::sync::Arc::new(event::EventStrategy::events_v1()),
