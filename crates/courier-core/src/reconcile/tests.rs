@@ -3,6 +3,7 @@ use crate::dispatched;
 use crate::job::finished;
 use crate::ownership::{Intent, epoch_label};
 use crate::placement::ClusterView;
+use k8s_openapi::api::batch::v1::JobStatus;
 use serde_json::json;
 
 const T0: &str = "2026-05-01T10:00:00Z";
