@@ -8,7 +8,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, ValidationRule,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
-use kube::{CustomResource, CustomResourceExt};
+use kube_core::CustomResourceExt;
+use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +19,8 @@ use crate::reasons::CONDITION_READY;
 /// Desired state of a worker registration.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
+    // kube-core, not the `kube` facade: the API crate links no client.
+    crates(kube_core = "::kube_core"),
     group = "courier.dev",
     version = "v1alpha1",
     kind = "WorkerCluster",

@@ -16,9 +16,10 @@
 use std::sync::Arc;
 
 use courier_api::{LABEL_ORIGIN, LABEL_ORIGIN_UID};
-use courier_core::dispatched;
+use courier_core::batch_job::BatchJob;
 use courier_core::ownership::{Intent, epoch_label};
 use courier_core::reconcile::MirrorView;
+use courier_core::workload::Workload;
 use futures::future::join_all;
 use tracing::{debug, info, warn};
 
@@ -52,7 +53,7 @@ pub fn verdict(
     if o.deletion_timestamp.is_some() {
         return None;
     }
-    let intent = o.intent().or_else(|| dispatched::recorded(&o.status));
+    let intent = o.intent().or_else(|| BatchJob::reported(&o.status));
     let epoch = epoch_label(&mirror.labels);
     let current = intent.is_some_and(|i: Intent| {
         Some(i.epoch) == epoch && (i.cluster == cluster || aliases.contains(&i.cluster))

@@ -67,19 +67,10 @@ pub fn is_true(status: &JobStatus, type_: &str) -> bool {
     find_condition(status, type_).is_some_and(|c| c.status == "True")
 }
 
-/// How a Job ended, from its terminal condition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finished {
-    Complete,
-    Failed,
-}
-
-/// The Job's point of no return, from its interim condition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Interim {
-    SuccessCriteriaMet,
-    FailureTarget,
-}
+/// How a Job ended (its terminal condition) and its point of no return (its interim condition): the
+/// outcome vocabulary of every [`Workload`](crate::workload::Workload), here with the Job's
+/// condition types.
+pub use crate::workload::{Finished, Interim};
 
 impl Finished {
     /// The terminal condition type.

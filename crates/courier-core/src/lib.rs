@@ -16,8 +16,12 @@
 //! - [`dispatched`]: the `courier.dev/Dispatched` condition recording which epoch has reported.
 //! - [`status`]: translating a mirror's status into the origin's, always a legal transition.
 //! - [`reconcile`]: `decide`, the whole controller brain for one origin Job.
+//! - [`workload`]: the seam for what is specific to the kind dispatched (building the mirror, spec
+//!   drift, status translation, whether a run is over); [`batch_job`] implements it for `batch/v1`
+//!   Jobs, and `decide` is generic over it.
 //! - [`phase`]: the one vocabulary for where a Job is in its life (CLI, web view, metrics).
 
+pub mod batch_job;
 pub mod claim;
 pub mod dispatched;
 pub mod drift;
@@ -33,3 +37,4 @@ pub mod placement;
 pub mod reconcile;
 pub mod selector;
 pub mod status;
+pub mod workload;

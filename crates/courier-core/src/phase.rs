@@ -154,71 +154,38 @@ mod tests {
         json!({"type": t, "status": "True"})
     }
 
+    /// A status with these condition types True.
+    fn with(types: &[&str]) -> Value {
+        json!({"conditions": types.iter().map(|t| cond(t)).collect::<Vec<_>>()})
+    }
+
     #[test]
     fn life_of_a_job() {
         assert_eq!(phase(false, false, false, json!({})), JobPhase::Pending);
-        assert_eq!(phase(false, false, true, json!({})), JobPhase::Dispatched);
-        assert_eq!(
-            phase(false, false, true, json!({"active": 1})),
-            JobPhase::Running
-        );
-        // Between pods: one succeeded, the next not started yet.
-        assert_eq!(
-            phase(false, false, true, json!({"active": 0, "succeeded": 1})),
-            JobPhase::Running
-        );
-        assert_eq!(
-            phase(false, false, true, json!({"failed": 1})),
-            JobPhase::Running
-        );
-        assert_eq!(
-            phase(
-                false,
-                false,
-                true,
-                json!({"conditions": [cond("SuccessCriteriaMet")]})
+        let placed = [
+            (json!({}), JobPhase::Dispatched),
+            (json!({"active": 1}), JobPhase::Running),
+            // Between pods: one succeeded, the next not started yet.
+            (json!({"active": 0, "succeeded": 1}), JobPhase::Running),
+            (json!({"failed": 1}), JobPhase::Running),
+            (with(&["SuccessCriteriaMet"]), JobPhase::Finishing),
+            (with(&["FailureTarget"]), JobPhase::Finishing),
+            (
+                with(&["SuccessCriteriaMet", "Complete"]),
+                JobPhase::Complete,
             ),
-            JobPhase::Finishing
-        );
-        assert_eq!(
-            phase(
-                false,
-                false,
-                true,
-                json!({"conditions": [cond("FailureTarget")]})
-            ),
-            JobPhase::Finishing
-        );
-        assert_eq!(
-            phase(
-                false,
-                false,
-                true,
-                json!({"conditions": [cond("SuccessCriteriaMet"), cond("Complete")]})
-            ),
-            JobPhase::Complete
-        );
-        assert_eq!(
-            phase(
-                false,
-                false,
-                true,
-                json!({"conditions": [cond("FailureTarget"), cond("Failed")]})
-            ),
-            JobPhase::Failed
-        );
+            (with(&["FailureTarget", "Failed"]), JobPhase::Failed),
+        ];
+        for (s, want) in placed {
+            assert_eq!(phase(false, false, true, s.clone()), want, "{s}");
+        }
     }
 
     #[test]
     fn suspension_and_deletion() {
         assert_eq!(phase(false, true, false, json!({})), JobPhase::Suspended);
         assert_eq!(
-            phase(
-                false,
-                false,
-                true,
-                json!({"conditions": [cond("Suspended")]})
-            ),
+            phase(false, false, true, with(&["Suspended"])),
             JobPhase::Suspended,
             "a controller showing Suspended=True"
         );
@@ -234,21 +201,11 @@ mod tests {
         );
         // Finished beats suspended; deletion beats everything.
         assert_eq!(
-            phase(
-                false,
-                true,
-                true,
-                json!({"conditions": [cond("FailureTarget"), cond("Failed")]})
-            ),
+            phase(false, true, true, with(&["FailureTarget", "Failed"])),
             JobPhase::Failed
         );
         assert_eq!(
-            phase(
-                true,
-                false,
-                true,
-                json!({"conditions": [cond("SuccessCriteriaMet"), cond("Complete")]})
-            ),
+            phase(true, false, true, with(&["SuccessCriteriaMet", "Complete"])),
             JobPhase::Deleting
         );
     }

@@ -286,11 +286,12 @@ fn better(a: &ClusterView, b: &ClusterView) -> Ordering {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn cluster(name: &str, labels: &[(&str, &str)]) -> ClusterView {
+    /// A Ready, unpaused cluster of weight 1 with `labels` (also the reconcile tests' clusters).
+    pub(crate) fn cluster(name: &str, labels: &[(&str, &str)]) -> ClusterView {
         ClusterView {
             name: name.into(),
             labels: labels

@@ -94,12 +94,12 @@ use std::fmt;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::batch::v1::JobStatus;
 use serde_json::{Map, Value};
 
-use crate::job::JobSpecEssentials;
+use crate::batch_job::BatchJob;
 use crate::namespaces::WorkerNamespaces;
 use crate::placement::ClusterView;
+use crate::workload::Workload;
 
 pub use crate::hints::{Avoid, AvoidKind, Hints, OutOfSync};
 
@@ -118,9 +118,18 @@ pub enum ViewError {
     Malformed { field: &'static str, reason: String },
 }
 
-/// What decide needs to know about the origin Job.
+/// The origin, its mirrors, the input and the decision for `batch/v1` Jobs (the one
+/// [`Workload`] so far; everything below is generic over it).
+pub type OriginView = OriginOf<BatchJob>;
+pub type MirrorView = MirrorOf<BatchJob>;
+pub type MirrorObservation = ObservationOf<BatchJob>;
+pub type ReconcileInput<'a> = InputOf<'a, BatchJob>;
+pub type Action = ActionOf<BatchJob>;
+pub type Decision = DecisionOf<BatchJob>;
+
+/// What decide needs to know about the origin.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct OriginView {
+pub struct OriginOf<W: Workload> {
     pub uid: String,
     pub namespace: String,
     pub name: String,
@@ -134,20 +143,20 @@ pub struct OriginView {
     /// Keys of those labels and annotations whose value was longer than
     /// [`view::MAX_ORIGIN_VALUE`]: treated as absent (an over-long cluster selector as invalid).
     pub oversized: Vec<String>,
-    pub spec: JobSpecEssentials,
+    pub spec: W::Spec,
     /// The origin's `spec` as JSON (the source of spec drift).
     pub spec_json: Value,
-    pub status: JobStatus,
+    pub status: W::Status,
     pub generation: Option<i64>,
     pub resource_version: Option<String>,
-    /// Hash of the pod template the mirror gets ([`crate::drift::template_hash`]); `None` when the
-    /// view was read without the template.
+    /// Hash of the template the mirror gets ([`Workload::template_hash`]; a Job's pod template,
+    /// [`crate::drift::template_hash`]); `None` when the view was read without the template.
     pub template_hash: Option<String>,
 }
 
-/// What decide needs to know about one remote Job with the origin's namespace/name.
+/// What decide needs to know about one remote object with the origin's namespace/name.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct MirrorView {
+pub struct MirrorOf<W: Workload> {
     pub namespace: String,
     pub name: String,
     pub uid: String,
@@ -155,21 +164,21 @@ pub struct MirrorView {
     /// Courier's `courier.dev/*` annotations (what was last sent, see [`crate::drift`]).
     pub annotations: BTreeMap<String, String>,
     pub spec: Value,
-    pub status: JobStatus,
+    pub status: W::Status,
     /// It has a deletionTimestamp.
     pub deleting: bool,
 }
 
 /// One cluster's view of the origin's namespace/name.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub enum MirrorObservation {
+pub enum ObservationOf<W: Workload> {
     /// The cluster's cache is not synced or the cluster is unreachable: nothing is known.
     #[default]
     Unknown,
     /// The synced cache has no Job with that name.
     Absent,
     /// A Job with that name (whoever's it is).
-    Present(Box<MirrorView>),
+    Present(Box<MirrorOf<W>>),
 }
 
 /// Controller settings decide depends on.
@@ -219,13 +228,13 @@ impl Default for DispatchConfig {
 
 /// Everything decide looks at.
 #[derive(Debug, Clone, Copy)]
-pub struct ReconcileInput<'a> {
-    pub origin: &'a OriginView,
+pub struct InputOf<'a, W: Workload> {
+    pub origin: &'a OriginOf<W>,
     /// The origin as JSON, read fresh from the API server (needed to build a mirror); `None` if the
     /// caller only has the cached view.
     pub origin_json: Option<&'a Value>,
     /// Per cluster name; a registered cluster missing here is `Unknown`.
-    pub mirrors: &'a BTreeMap<String, MirrorObservation>,
+    pub mirrors: &'a BTreeMap<String, ObservationOf<W>>,
     /// Every registered WorkerCluster.
     pub clusters: &'a [ClusterView],
     /// The labels of the origin's namespace in the management cluster (what WorkerClusters'
@@ -254,7 +263,7 @@ impl EventType {
 
 /// One API call (or request) for the I/O shell.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
+pub enum ActionOf<W: Workload> {
     /// Patch the origin's metadata with the placement intent (and the finalizer) before any mirror
     /// for it exists. `patch` is the JSON merge patch to send, with a resourceVersion precondition.
     WriteIntent {
@@ -298,7 +307,7 @@ pub enum Action {
     },
     /// Write the origin's status (`patch`: JSON merge patch for `/status`, with a resourceVersion
     /// precondition and explicit nulls for cleared fields; `status`: the complete new status).
-    WriteOriginStatus { status: JobStatus, patch: Value },
+    WriteOriginStatus { status: W::Status, patch: Value },
     /// Remove Courier's finalizer from the origin (`patch`: JSON merge patch with a resourceVersion
     /// precondition).
     RemoveFinalizer { patch: Value },
@@ -389,10 +398,10 @@ impl fmt::Display for Wait {
 
 /// The outcome of one reconcile.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Decision {
+pub struct DecisionOf<W: Workload> {
     /// Independent chains of API calls; within a chain, in the order they must be made (a failure
     /// stops the rest of its chain only).
-    pub chains: Vec<Vec<Action>>,
+    pub chains: Vec<Vec<ActionOf<W>>>,
     /// Reconcile again after this long even if nothing changes.
     pub requeue: Option<Duration>,
     /// What is still pending, if anything.
@@ -401,18 +410,19 @@ pub struct Decision {
     pub needs_fresh_origin: bool,
 }
 
-impl Decision {
+impl<W: Workload> DecisionOf<W> {
     /// Every action, chain after chain.
-    pub fn actions(&self) -> impl Iterator<Item = &Action> {
+    pub fn actions(&self) -> impl Iterator<Item = &ActionOf<W>> {
         self.chains.iter().flatten()
     }
 }
 
-/// Decides what to do for one origin Job. Idempotent: repeating it on the state its actions produce
-/// converges without duplicate effects.
-pub fn decide(input: &ReconcileInput<'_>) -> Decision {
+/// Decides what to do for one origin. Idempotent: repeating it on the state its actions produce
+/// converges without duplicate effects. Generic over the [`Workload`] kind: everything the kind
+/// decides goes through it.
+pub fn decide<W: Workload>(input: &InputOf<'_, W>) -> DecisionOf<W> {
     if !input.origin.is_ours() {
-        return Decision::default();
+        return DecisionOf::default();
     }
     let mut plan = plan::Plan::new(input);
     if input.origin.deletion_timestamp.is_some() {
@@ -420,7 +430,7 @@ pub fn decide(input: &ReconcileInput<'_>) -> Decision {
         return plan.finish();
     }
     plan.fence_stale();
-    if crate::job::finished(&input.origin.status).is_some() {
+    if W::finished(&input.origin.status).is_some() {
         plan.keep_terminal();
     } else {
         match plan.intent.clone() {

@@ -48,15 +48,9 @@ use crate::indexes::IndexList;
 use crate::job::{
     Finished, Interim, JobSpecEssentials, condition, find_condition, finished, interim,
 };
-use crate::ownership::Intent;
 
 /// The current epoch's mirror status and the placement it belongs to.
-#[derive(Debug, Clone, Copy)]
-pub struct MirrorReport<'a> {
-    pub status: &'a JobStatus,
-    /// The cluster and epoch of the mirror this status was read from.
-    pub placement: &'a Intent,
-}
+pub type MirrorReport<'a> = crate::workload::MirrorReport<'a, JobStatus>;
 
 /// Everything status translation depends on.
 #[derive(Debug, Clone, Copy)]

@@ -87,15 +87,8 @@ impl Scanner<'_> {
     }
 
     fn object(&mut self) -> Result<(), String> {
-        self.pos += 1;
-        self.skip_ws();
-        match self.peek() {
-            None => return Err(EOF.into()),
-            Some(b'}') => {
-                self.pos += 1;
-                return Ok(());
-            }
-            _ => {}
+        if self.open(b'}')? {
+            return Ok(());
         }
         loop {
             match self.peek() {
@@ -111,48 +104,53 @@ impl Scanner<'_> {
             }
             self.skip_ws();
             self.value()?;
-            self.skip_ws();
-            match self.peek() {
-                None => return Err(EOF.into()),
-                Some(b',') => {
-                    self.pos += 1;
-                    self.skip_ws();
-                }
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                Some(c) => return Err(self.bad(c, "after object key:value pair")),
+            if !self.more(b'}', "after object key:value pair")? {
+                return Ok(());
             }
         }
     }
 
     fn array(&mut self) -> Result<(), String> {
-        self.pos += 1;
-        self.skip_ws();
-        match self.peek() {
-            None => return Err(EOF.into()),
-            Some(b']') => {
-                self.pos += 1;
-                return Ok(());
-            }
-            _ => {}
+        if self.open(b']')? {
+            return Ok(());
         }
         loop {
             self.value()?;
-            self.skip_ws();
-            match self.peek() {
-                None => return Err(EOF.into()),
-                Some(b',') => {
-                    self.pos += 1;
-                    self.skip_ws();
-                }
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                Some(c) => return Err(self.bad(c, "after array element")),
+            if !self.more(b']', "after array element")? {
+                return Ok(());
             }
+        }
+    }
+
+    /// Steps over an opening `{` or `[`; true when `close` follows at once (an empty container).
+    fn open(&mut self, close: u8) -> Result<bool, String> {
+        self.pos += 1;
+        self.skip_ws();
+        match self.peek() {
+            None => Err(EOF.into()),
+            Some(c) if c == close => {
+                self.pos += 1;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// After an element: `,` (true: another follows) or `close` (false: the container ends).
+    fn more(&mut self, close: u8, context: &str) -> Result<bool, String> {
+        self.skip_ws();
+        match self.peek() {
+            None => Err(EOF.into()),
+            Some(b',') => {
+                self.pos += 1;
+                self.skip_ws();
+                Ok(true)
+            }
+            Some(c) if c == close => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(c) => Err(self.bad(c, context)),
         }
     }
 

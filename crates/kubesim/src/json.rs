@@ -64,8 +64,12 @@ pub fn is_deleting(obj: &Value) -> bool {
 
 /// `metadata.finalizers` (the string entries).
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
+    strings(obj.pointer("/metadata/finalizers"))
+}
+
+/// The string entries of `list` when it is an array (none otherwise).
+pub fn strings(list: Option<&Value>) -> Vec<String> {
+    list.and_then(Value::as_array)
         .map(|a| {
             a.iter()
                 .filter_map(|v| v.as_str().map(str::to_string))

@@ -170,6 +170,35 @@ fn hashes_are_stable_and_order_independent() {
     assert_ne!(hash_value(&json!({"a": "1"})), hash_value(&json!({"a": 1})));
 }
 
+/// A spec with the drifting fields the property tests vary.
+fn spec_of(suspend: Option<bool>, parallelism: Option<i32>, deadline: Option<i64>) -> Value {
+    let mut m = Map::new();
+    if let Some(s) = suspend {
+        m.insert("suspend".into(), json!(s));
+    }
+    if let Some(p) = parallelism {
+        m.insert("parallelism".into(), json!(p));
+    }
+    if let Some(a) = deadline {
+        m.insert("activeDeadlineSeconds".into(), json!(a));
+    }
+    Value::Object(m)
+}
+
+/// What a worker makes of a drift patch; an older one (`drops_ads`) drops a field it does not know.
+fn apply(mirror: &mut Value, patch: &Map<String, Value>, drops_ads: bool) {
+    let Some(m) = mirror.as_object_mut() else {
+        return;
+    };
+    for (k, v) in patch {
+        if v.is_null() || (drops_ads && k == "activeDeadlineSeconds") {
+            m.remove(k);
+        } else {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+}
+
 proptest! {
     /// Applying the drift patch (and recording it as sent) makes the drift disappear (a fixed
     /// point; what the state is is checked against the rule by the next test).
@@ -180,26 +209,11 @@ proptest! {
         o_ads in proptest::option::of(1i64..4), m_ads in proptest::option::of(1i64..4),
         kueue in any::<bool>(), drops_ads in any::<bool>(),
     ) {
-        let obj = |s: Option<bool>, p: Option<i32>, a: Option<i64>| {
-            let mut m = Map::new();
-            if let Some(s) = s { m.insert("suspend".into(), json!(s)); }
-            if let Some(p) = p { m.insert("parallelism".into(), json!(p)); }
-            if let Some(a) = a { m.insert("activeDeadlineSeconds".into(), json!(a)); }
-            Value::Object(m)
-        };
-        let origin = obj(o_susp, o_par, o_ads);
-        let mut mirror = obj(m_susp, m_par, m_ads);
+        let origin = spec_of(o_susp, o_par, o_ads);
+        let mut mirror = spec_of(m_susp, m_par, m_ads);
         let mut sent = none();
         if let Some(patch) = spec_drift(&origin, kueue, &mirror, &sent) {
-            for (k, v) in &patch {
-                let m = mirror.as_object_mut().expect("object");
-                // An older worker may drop a field it does not know.
-                if v.is_null() || (drops_ads && k == "activeDeadlineSeconds") {
-                    m.remove(k);
-                } else {
-                    m.insert(k.clone(), v.clone());
-                }
-            }
+            apply(&mut mirror, &patch, drops_ads);
             sent = annotations(Some(spec_hash(&origin, kueue)));
         }
         prop_assert_eq!(spec_drift(&origin, kueue, &mirror, &sent), None);
@@ -221,26 +235,14 @@ proptest! {
         o_ads in proptest::option::of(1i64..4), m_ads in proptest::option::of(1i64..4),
         kueue in any::<bool>(), drops_ads in any::<bool>(),
     ) {
-        let obj = |s: Option<bool>, p: Option<i32>, a: Option<i64>| {
-            let mut m = Map::new();
-            if let Some(s) = s { m.insert("suspend".into(), json!(s)); }
-            if let Some(p) = p { m.insert("parallelism".into(), json!(p)); }
-            if let Some(a) = a { m.insert("activeDeadlineSeconds".into(), json!(a)); }
-            Value::Object(m)
-        };
-        let origin = obj(o_susp, o_par, o_ads);
-        let before = obj(m_susp, m_par, m_ads);
+        let origin = spec_of(o_susp, o_par, o_ads);
+        let before = spec_of(m_susp, m_par, m_ads);
         let mut mirror = before.clone();
         let patch = spec_drift(&origin, kueue, &mirror, &none()).unwrap_or_default();
         for (k, v) in &patch {
             prop_assert_ne!(before.get(k), Some(v), "{} already agreed", k);
-            let m = mirror.as_object_mut().expect("object");
-            if v.is_null() || (drops_ads && k == "activeDeadlineSeconds") {
-                m.remove(k);
-            } else {
-                m.insert(k.clone(), v.clone());
-            }
         }
+        apply(&mut mirror, &patch, drops_ads);
         let suspend = mirror.get("suspend").and_then(Value::as_bool).unwrap_or(false);
         let want_suspend = match (o_susp, kueue) {
             (Some(true), _) => true,

@@ -1,8 +1,7 @@
 //! The paths of `decide`: deletion, fencing, terminal origins, first placement, following the
 //! intent (status up, spec down), losing a mirror or a worker, refusals and removals.
 
-use serde_json::{Map, Value, json};
-
+use courier_api::ANNOTATION_CLUSTER_SELECTOR;
 use courier_api::reasons::{
     EVENT_DISPATCH_FAILED, EVENT_DISPATCHED, EVENT_MIRROR_CONFLICT, EVENT_MIRROR_LOST,
     EVENT_MIRROR_ORPHANED, EVENT_MIRROR_OUT_OF_SYNC, EVENT_MIRROR_RECREATED,
@@ -10,19 +9,13 @@ use courier_api::reasons::{
     REASON_CLUSTER_REMOVED, REASON_MIRROR_REJECTED, REASON_NAMESPACE_MISSING,
     REASON_NO_ELIGIBLE_CLUSTER,
 };
-use courier_api::{ANNOTATION_CLUSTER_SELECTOR, ANNOTATION_SPEC_HASH, ANNOTATION_TEMPLATE_HASH};
 
 use super::plan::Plan;
-use super::{Action, EventType, MirrorObservation, MirrorView, Wait, add, human, until_duration};
-use crate::dispatched;
-use crate::drift::{kueue_managed, mirror_template, spec_drift, spec_hash, template_drifts};
+use super::{ActionOf, EventType, MirrorOf, ObservationOf, Wait, add, human, until_duration};
 use crate::hints::{AvoidKind, refusal_reasons, rejection};
-use crate::job::{Interim, condition, find_condition, finished, interim};
 use crate::ownership::{Intent, Ownership, classify};
 use crate::placement::{Exclusions, Ineligibility, NoEligibleCluster, choose_cluster};
-use crate::status::{
-    MirrorReport, TranslateInput, fail_origin, finish_from_interim, translate_status,
-};
+use crate::workload::{MirrorReport, Workload};
 
 /// How the intent cluster is doing.
 pub(super) enum Health {
@@ -88,14 +81,14 @@ pub(super) enum Cause {
     },
 }
 
-impl<'a> Plan<'a> {
+impl<'a, W: Workload> Plan<'a, W> {
     /// How losing the current mirror counts (`reported`: it had reported).
     fn tally(&self, reported: bool) -> Tally {
         if !reported {
             Tally::NotReported
-        } else if self.origin().spec.suspend {
+        } else if W::suspended(&self.origin().spec) {
             Tally::Suspended
-        } else if crate::placed::removed_from_cluster(&self.origin().status) {
+        } else if W::removed_from_cluster(&self.origin().status) {
             Tally::Removed
         } else {
             Tally::Counted
@@ -122,10 +115,7 @@ impl<'a> Plan<'a> {
             return;
         }
         if let Some(intent) = self.intent.clone()
-            && matches!(
-                self.observation(&intent.cluster),
-                MirrorObservation::Unknown
-            )
+            && matches!(self.observation(&intent.cluster), ObservationOf::Unknown)
             && self.cluster_view(&intent.cluster).is_some()
         {
             let started = self.origin().deletion_timestamp.unwrap_or(self.now());
@@ -181,7 +171,7 @@ impl<'a> Plan<'a> {
             && !m.deleting
         {
             let now = self.now();
-            let cleanup_at = if finished(&m.status).is_none() || self.draining(cluster) {
+            let cleanup_at = if W::finished(&m.status).is_none() || self.draining(cluster) {
                 Some(now)
             } else {
                 self.config()
@@ -197,15 +187,9 @@ impl<'a> Plan<'a> {
         self.repair_intent();
     }
 
-    /// When the origin finished (its terminal condition), on the management cluster's clock.
+    /// When the origin finished (its terminal state), on the management cluster's clock.
     fn terminal_since(&self) -> jiff::Timestamp {
-        let status = &self.origin().status;
-        [condition::COMPLETE, condition::FAILED]
-            .iter()
-            .filter_map(|t| find_condition(status, t))
-            .filter(|c| c.status == "True")
-            .find_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
-            .map_or(self.now(), |t| t.min(self.now()))
+        W::finished_at(&self.origin().status).map_or(self.now(), |t| t.min(self.now()))
     }
 
     fn repair_intent(&mut self) -> bool {
@@ -220,7 +204,7 @@ impl<'a> Plan<'a> {
     // ---- placement ----
 
     pub(super) fn first_placement(&mut self) {
-        if self.origin().spec.suspend {
+        if W::suspended(&self.origin().spec) {
             self.status_without_mirror();
             self.wait(Wait::Suspended);
             return;
@@ -470,7 +454,7 @@ impl<'a> Plan<'a> {
             })
             .cloned();
         match self.observation(&intent.cluster) {
-            MirrorObservation::Present(m) => {
+            ObservationOf::Present(m) => {
                 match classify(&m.labels, &intent.cluster, self.identity, Some(intent)) {
                     Ownership::Current => self.follow_current(intent, m.as_ref(), health),
                     Ownership::Stale { .. } => {
@@ -506,7 +490,7 @@ impl<'a> Plan<'a> {
                     );
                 }
             }
-            MirrorObservation::Absent if existed => {
+            ObservationOf::Absent if existed => {
                 let tally = self.tally(true);
                 self.mirror_lost(
                     format!(
@@ -517,17 +501,17 @@ impl<'a> Plan<'a> {
                     Exclusions::new(),
                 );
             }
-            MirrorObservation::Absent => {
+            ObservationOf::Absent => {
                 // Intent written but the mirror never reported: create it (idempotent).
                 self.status_without_mirror();
                 self.create_mirror(intent);
             }
-            MirrorObservation::Unknown => self.intent_cluster_unknown(intent, existed, health),
+            ObservationOf::Unknown => self.intent_cluster_unknown(intent, existed, health),
         }
     }
 
-    fn follow_current(&mut self, intent: &Intent, m: &'a MirrorView, health: Health) {
-        let mirror_finished = finished(&m.status).is_some();
+    fn follow_current(&mut self, intent: &Intent, m: &'a MirrorOf<W>, health: Health) {
+        let mirror_finished = W::finished(&m.status).is_some();
         if let Health::Lost { why } = &health
             && !mirror_finished
             && self.config().redispatch_on_worker_loss
@@ -540,19 +524,18 @@ impl<'a> Plan<'a> {
             );
             return;
         }
-        let translated = translate_status(&TranslateInput {
-            origin_spec: &self.origin().spec,
-            origin_status: &self.origin().status,
-            mirror: Some(MirrorReport {
+        let translated = W::translate(
+            self.origin(),
+            Some(MirrorReport {
                 status: &m.status,
                 placement: intent,
             }),
-            redispatch_possible: self.redispatch_possible(),
-            now: self.now(),
-        });
+            self.redispatch_possible(),
+            self.now(),
+        );
         if let Some(status) = translated {
             let first_report = self.marker.as_ref() != Some(intent)
-                && dispatched::recorded(&status).as_ref() == Some(intent);
+                && W::reported(&status).as_ref() == Some(intent);
             if self.write_status(status) && first_report {
                 self.event(
                     EVENT_DISPATCHED,
@@ -589,19 +572,12 @@ impl<'a> Plan<'a> {
     /// Spec changes flow down (one patch with the hashes of what is sent). A change the worker
     /// refused for this origin generation is applied by recreating the mirror when nothing runs,
     /// otherwise announced once.
-    fn drift(&mut self, intent: &Intent, m: &'a MirrorView) {
+    fn drift(&mut self, intent: &Intent, m: &'a MirrorOf<W>) {
         let origin = self.origin();
-        let kueue = kueue_managed(&origin.labels);
-        let fields = spec_drift(&origin.spec_json, kueue, &m.spec, &m.annotations);
-        let template = template_drifts(origin.template_hash.as_deref(), &m.annotations);
-        if fields.is_none() && !template {
+        let Some(drift) = W::drift(origin, m) else {
             return;
-        }
-        let mut what: Vec<String> = fields.iter().flat_map(|f| f.keys().cloned()).collect();
-        if template {
-            what.push("the pod template".into());
-        }
-        let what = what.join(", ");
+        };
+        let what = drift.what.as_str();
         let refused = self
             .input
             .hints
@@ -609,10 +585,8 @@ impl<'a> Plan<'a> {
             .as_ref()
             .filter(|o| o.mirror_uid == m.uid && o.generation == origin.generation);
         if let Some(oos) = refused {
-            let idle = m.spec.get("suspend").and_then(Value::as_bool) == Some(true)
-                && m.status.active.unwrap_or(0) == 0;
-            if idle {
-                self.recreate(intent, &what, &oos.message.clone());
+            if W::idle(m) {
+                self.recreate(intent, what, &oos.message.clone());
             } else if !oos.announced {
                 self.event(
                     EVENT_MIRROR_OUT_OF_SYNC,
@@ -625,31 +599,21 @@ impl<'a> Plan<'a> {
             }
             return;
         }
-        let desired_template = if template {
+        let desired_template = if drift.template {
             let Some(json) = self.input.origin_json else {
                 self.needs_fresh = true;
                 return;
             };
-            json.get("spec").and_then(mirror_template)
+            W::desired_template(json)
         } else {
             None
         };
-        let mut annotations = Map::new();
-        annotations.insert(
-            ANNOTATION_SPEC_HASH.into(),
-            json!(spec_hash(&origin.spec_json, kueue)),
-        );
-        if desired_template.is_some()
-            && let Some(h) = &origin.template_hash
-        {
-            annotations.insert(ANNOTATION_TEMPLATE_HASH.into(), json!(h));
-        }
-        self.side(vec![Action::PatchMirrorSpec {
+        self.side(vec![ActionOf::PatchMirrorSpec {
             cluster: intent.cluster.clone(),
             namespace: m.namespace.clone(),
             name: m.name.clone(),
             uid: m.uid.clone(),
-            patch: json!({"metadata": {"annotations": annotations}, "spec": fields.unwrap_or_default()}),
+            patch: W::drift_patch(origin, &drift, desired_template.is_some()),
             template: desired_template,
         }]);
     }
@@ -761,17 +725,13 @@ impl<'a> Plan<'a> {
     /// An origin already committed to its outcome (interim condition) whose mirror is lost is
     /// finished from that condition. Returns whether it was committed.
     fn finish_committed(&mut self, what: &str) -> bool {
-        let status = &self.origin().status;
-        let Some(committed) = interim(status) else {
+        let Some(committed) = W::committed(&self.origin().status, self.now()) else {
             return false;
         };
-        if let Some(done) = finish_from_interim(status, self.now())
+        if let Some(done) = committed.status
             && self.write_status(done)
         {
-            let (condition, outcome) = match committed {
-                Interim::SuccessCriteriaMet => ("SuccessCriteriaMet", "Complete"),
-                Interim::FailureTarget => ("FailureTarget", "Failed"),
-            };
+            let (condition, outcome) = (committed.reached, committed.outcome);
             self.event(
                 EVENT_MIRROR_LOST,
                 EventType::Warning,
@@ -793,7 +753,7 @@ impl<'a> Plan<'a> {
             } else {
                 format!("{what}; not re-dispatched: the limit of {max} re-dispatches is reached")
             };
-            if let Some(failed) = fail_origin(
+            if let Some(failed) = W::fail(
                 &self.origin().status,
                 JOB_REASON_DISPATCH_FAILED,
                 &message,

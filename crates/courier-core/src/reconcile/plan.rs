@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::JobStatus;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -13,17 +12,14 @@ use courier_api::reasons::{EVENT_DISPATCH_FAILED, EVENT_STATUS_SYNC_FAILED};
 use courier_api::{ANNOTATION_EPOCH, ANNOTATION_REDISPATCHES, FINALIZER, LABEL_CLUSTER};
 
 use super::{
-    Action, Decision, DispatchConfig, EventType, MirrorObservation, MirrorView, OriginView,
-    ReconcileInput, Wait, merge_patch,
+    ActionOf, DecisionOf, DispatchConfig, EventType, InputOf, MirrorOf, ObservationOf, OriginOf,
+    Wait, merge_patch,
 };
-use crate::dispatched;
 use crate::hints::AvoidKind;
-use crate::job::finished;
-use crate::mirror::mirror_for;
 use crate::namespaces::{WorkerNamespaces, pod_security_labels};
 use crate::ownership::{Intent, OriginIdentity, Ownership, classify, epoch_label};
 use crate::placement::{ClusterView, Exclusions, Ineligibility};
-use crate::status::{TranslateInput, translate_status, whole_seconds};
+use crate::workload::Workload;
 
 /// The JSON merge patch from `old` to `new` (explicit nulls for cleared fields, `{}` when nothing
 /// changed); an error when either does not encode as JSON.
@@ -33,8 +29,8 @@ pub(super) fn status_patch<T: Serialize>(old: &T, new: &T) -> Result<Value, serd
     Ok(merge_patch(&old, &new).unwrap_or_else(|| json!({})))
 }
 
-pub(super) struct Plan<'a> {
-    pub(super) input: &'a ReconcileInput<'a>,
+pub(super) struct Plan<'a, W: Workload> {
+    pub(super) input: &'a InputOf<'a, W>,
     pub(super) identity: OriginIdentity<'a>,
     /// The intent on the origin (metadata, or the Dispatched marker if the metadata was damaged).
     pub(super) intent: Option<Intent>,
@@ -43,11 +39,11 @@ pub(super) struct Plan<'a> {
     pub(super) marker: Option<Intent>,
     pub(super) redispatches: u32,
     /// Our mirrors with their verdicts, by cluster (only clusters whose cache can be read).
-    pub(super) ours: Vec<(&'a str, &'a MirrorView, Ownership)>,
+    pub(super) ours: Vec<(&'a str, &'a MirrorOf<W>, Ownership)>,
     /// Clusters whose cache shows a Job with our name that is not ours.
     pub(super) foreign_seen: BTreeSet<String>,
     pub(super) next_epoch: u64,
-    chains: Vec<Vec<Action>>,
+    chains: Vec<Vec<ActionOf<W>>>,
     /// Index of the main chain (origin writes and what follows them), once it exists.
     main: Option<usize>,
     wait: Option<Wait>,
@@ -56,14 +52,14 @@ pub(super) struct Plan<'a> {
     pub(super) needs_fresh: bool,
 }
 
-impl<'a> Plan<'a> {
-    pub(super) fn new(input: &'a ReconcileInput<'a>) -> Self {
+impl<'a, W: Workload> Plan<'a, W> {
+    pub(super) fn new(input: &'a InputOf<'a, W>) -> Self {
         let origin = input.origin;
         let identity = OriginIdentity {
             origin_id: &input.config.origin_id,
             origin_uid: &origin.uid,
         };
-        let marker = dispatched::recorded(&origin.status);
+        let marker = W::reported(&origin.status);
         // Placement is Courier's decision: intent metadata counts only if Courier wrote it. Courier
         // writes its finalizer in the same patch as its first intent, so intent on an origin without
         // the finalizer is someone else's (a user picking a paused cluster, or resetting the
@@ -74,7 +70,7 @@ impl<'a> Plan<'a> {
             marker.as_ref() == Some(i)
                 || matches!(
                     input.mirrors.get(&i.cluster),
-                    Some(MirrorObservation::Present(m))
+                    Some(ObservationOf::Present(m))
                         if classify(&m.labels, &i.cluster, identity, Some(i)) == Ownership::Current
                 )
         };
@@ -88,7 +84,7 @@ impl<'a> Plan<'a> {
         let mut highest_epoch = intent.as_ref().map_or(0, |i| i.epoch);
         highest_epoch = highest_epoch.max(marker.as_ref().map_or(0, |m| m.epoch));
         for (cluster, observation) in input.mirrors {
-            if let MirrorObservation::Present(m) = observation {
+            if let ObservationOf::Present(m) = observation {
                 let verdict = classify(&m.labels, cluster, identity, intent.as_ref());
                 if verdict.is_ours() {
                     highest_epoch = highest_epoch.max(epoch_label(&m.labels).unwrap_or(0));
@@ -117,15 +113,15 @@ impl<'a> Plan<'a> {
         }
     }
 
-    pub(super) fn finish(self) -> Decision {
+    pub(super) fn finish(self) -> DecisionOf<W> {
         if self.needs_fresh {
-            return Decision {
+            return DecisionOf {
                 needs_fresh_origin: true,
                 wait: self.wait,
-                ..Decision::default()
+                ..DecisionOf::default()
             };
         }
-        Decision {
+        DecisionOf {
             chains: self.chains.into_iter().filter(|c| !c.is_empty()).collect(),
             requeue: self.requeue,
             wait: self.wait,
@@ -133,7 +129,7 @@ impl<'a> Plan<'a> {
         }
     }
 
-    pub(super) fn origin(&self) -> &'a OriginView {
+    pub(super) fn origin(&self) -> &'a OriginOf<W> {
         self.input.origin
     }
 
@@ -150,9 +146,11 @@ impl<'a> Plan<'a> {
         self.input.origin_json.is_some()
     }
 
-    pub(super) fn observation(&self, cluster: &str) -> &'a MirrorObservation {
-        static UNKNOWN: MirrorObservation = MirrorObservation::Unknown;
-        self.input.mirrors.get(cluster).unwrap_or(&UNKNOWN)
+    pub(super) fn observation(&self, cluster: &str) -> &'a ObservationOf<W> {
+        self.input
+            .mirrors
+            .get(cluster)
+            .unwrap_or(&ObservationOf::Unknown)
     }
 
     pub(super) fn cluster_view(&self, name: &str) -> Option<&'a ClusterView> {
@@ -163,7 +161,7 @@ impl<'a> Plan<'a> {
         self.cluster_view(cluster).is_some_and(|c| c.draining)
     }
 
-    pub(super) fn current_mirror(&self) -> Option<(&'a str, &'a MirrorView)> {
+    pub(super) fn current_mirror(&self) -> Option<(&'a str, &'a MirrorOf<W>)> {
         self.ours
             .iter()
             .find(|(_, _, v)| *v == Ownership::Current)
@@ -182,7 +180,7 @@ impl<'a> Plan<'a> {
     }
 
     /// Appends to the main chain (origin writes, and what depends on them).
-    pub(super) fn push(&mut self, action: Action) {
+    pub(super) fn push(&mut self, action: ActionOf<W>) {
         let i = match self.main {
             Some(i) => i,
             None => {
@@ -195,12 +193,12 @@ impl<'a> Plan<'a> {
     }
 
     /// Adds an independent chain.
-    pub(super) fn side(&mut self, actions: Vec<Action>) {
+    pub(super) fn side(&mut self, actions: Vec<ActionOf<W>>) {
         self.chains.push(actions);
     }
 
     pub(super) fn event(&mut self, reason: &'static str, type_: EventType, message: String) {
-        self.push(Action::Event {
+        self.push(ActionOf::Event {
             reason,
             type_,
             message,
@@ -284,7 +282,7 @@ impl<'a> Plan<'a> {
             finalizers.push(FINALIZER.to_string());
             meta.insert("finalizers".into(), json!(finalizers));
         }
-        self.push(Action::WriteIntent {
+        self.push(ActionOf::WriteIntent {
             cluster: intent.cluster.clone(),
             epoch: intent.epoch,
             redispatches,
@@ -294,7 +292,7 @@ impl<'a> Plan<'a> {
         true
     }
 
-    pub(super) fn write_status(&mut self, status: JobStatus) -> bool {
+    pub(super) fn write_status(&mut self, status: W::Status) -> bool {
         let status_patch = match status_patch(&self.origin().status, &status) {
             Ok(p) => p,
             Err(e) => {
@@ -312,7 +310,7 @@ impl<'a> Plan<'a> {
             return false;
         }
         let patch = json!({ "metadata": self.precondition(), "status": status_patch });
-        self.push(Action::WriteOriginStatus { status, patch });
+        self.push(ActionOf::WriteOriginStatus { status, patch });
         true
     }
 
@@ -328,19 +326,13 @@ impl<'a> Plan<'a> {
             .filter(|f| *f != FINALIZER)
             .collect();
         meta.insert("finalizers".into(), json!(rest));
-        self.push(Action::RemoveFinalizer {
+        self.push(ActionOf::RemoveFinalizer {
             patch: json!({ "metadata": meta }),
         });
     }
 
-    fn status_without(&self) -> Option<JobStatus> {
-        translate_status(&TranslateInput {
-            origin_spec: &self.origin().spec,
-            origin_status: &self.origin().status,
-            mirror: None,
-            redispatch_possible: self.redispatch_possible(),
-            now: self.now(),
-        })
+    fn status_without(&self) -> Option<W::Status> {
+        W::translate(self.origin(), None, self.redispatch_possible(), self.now())
     }
 
     /// Maintains the origin's own status when no current mirror is read: the Suspended condition,
@@ -363,14 +355,7 @@ impl<'a> Plan<'a> {
         let mut status = self
             .status_without()
             .unwrap_or_else(|| self.origin().status.clone());
-        let mut conditions = status.conditions.take().unwrap_or_default();
-        let changed = crate::placed::set_not_placed(
-            &mut conditions,
-            reason,
-            message,
-            whole_seconds(self.now()),
-        );
-        status.conditions = Some(conditions);
+        let changed = W::set_not_placed(&mut status, reason, message, self.now());
         if status != self.origin().status {
             self.write_status(status);
         }
@@ -383,8 +368,8 @@ impl<'a> Plan<'a> {
 
     // ---- mirror calls ----
 
-    pub(super) fn delete_action(cluster: &str, m: &MirrorView) -> Action {
-        Action::DeleteMirror {
+    pub(super) fn delete_action(cluster: &str, m: &MirrorOf<W>) -> ActionOf<W> {
+        ActionOf::DeleteMirror {
             cluster: cluster.to_string(),
             namespace: m.namespace.clone(),
             name: m.name.clone(),
@@ -401,7 +386,7 @@ impl<'a> Plan<'a> {
             .filter(|(c, m, _)| {
                 !(*c == target.cluster && epoch_label(&m.labels) == Some(target.epoch))
             })
-            .filter(|(_, m, _)| finished(&m.status).is_none())
+            .filter(|(_, m, _)| W::finished(&m.status).is_none())
             .map(|(c, _, _)| c.to_string())
             .collect();
         out.dedup();
@@ -422,16 +407,16 @@ impl<'a> Plan<'a> {
             self.needs_fresh = true;
             return;
         };
-        match mirror_for(origin_json, &self.config().origin_id, intent.epoch) {
+        match W::build_mirror(origin_json, &self.config().origin_id, intent.epoch) {
             Ok(mirror) => {
                 if let WorkerNamespaces::Create { pod_security } = self.config().worker_namespaces {
-                    self.push(Action::EnsureNamespace {
+                    self.push(ActionOf::EnsureNamespace {
                         cluster: intent.cluster.clone(),
                         namespace: self.origin().namespace.clone(),
                         labels: pod_security_labels(pod_security),
                     });
                 }
-                self.push(Action::CreateMirror {
+                self.push(ActionOf::CreateMirror {
                     cluster: intent.cluster.clone(),
                     epoch: intent.epoch,
                     mirror,
@@ -454,6 +439,8 @@ impl<'a> Plan<'a> {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    use k8s_openapi::api::batch::v1::JobStatus;
 
     use super::*;
 

@@ -3,6 +3,7 @@ use crate::dispatched;
 use crate::job::finished;
 use crate::ownership::{Intent, epoch_label};
 use crate::placement::ClusterView;
+use k8s_openapi::api::batch::v1::JobStatus;
 use serde_json::json;
 
 const T0: &str = "2026-05-01T10:00:00Z";
@@ -40,20 +41,7 @@ struct World {
 }
 
 fn cluster(name: &str) -> ClusterView {
-    ClusterView {
-        name: name.into(),
-        labels: BTreeMap::from([("region".to_string(), "eu".to_string())]),
-        weight: 1,
-        paused: false,
-        ready: true,
-        not_ready_since: None,
-        server_version: Some("v1.36.0".into()),
-        current_mirrors: 0,
-        degraded: false,
-        draining: false,
-        duplicate: false,
-        namespace_selector: None,
-    }
+    crate::placement::tests::cluster(name, &[("region", "eu")])
 }
 
 impl World {
@@ -217,6 +205,23 @@ fn kinds(d: &Decision) -> Vec<String> {
 /// Every action, chain after chain.
 fn acts(d: &Decision) -> Vec<Action> {
     d.actions().cloned().collect()
+}
+
+/// The `courier.dev/Placed` condition the decision writes, as (status, reason, message).
+fn placed(d: &Decision) -> Option<(String, String, String)> {
+    let s = d.actions().find_map(|a| match a {
+        Action::WriteOriginStatus { status, .. } => Some(status.clone()),
+        _ => None,
+    })?;
+    let c = s
+        .conditions?
+        .into_iter()
+        .find(|c| c.type_ == courier_api::CONDITION_PLACED)?;
+    Some((
+        c.status,
+        c.reason.unwrap_or_default(),
+        c.message.unwrap_or_default(),
+    ))
 }
 
 fn written_status(d: &Decision) -> JobStatus {

@@ -1,9 +1,9 @@
-//! Reading Jobs (as JSON) into the views `decide` works on.
+//! Reading origins and mirrors (as JSON) into the views `decide` works on; the spec facts and the
+//! status are the [`Workload`]'s.
 
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::JobStatus;
 use serde_json::Value;
 
 use courier_api::{
@@ -11,21 +11,21 @@ use courier_api::{
     LABEL_CLUSTER, LABEL_KUEUE_QUEUE_NAME, MANAGED_BY,
 };
 
-use super::{MirrorView, OriginView, ViewError};
-use crate::job::JobSpecEssentials;
+use super::{MirrorOf, OriginOf, ViewError};
 use crate::ownership::{Intent, parse_epoch};
+use crate::workload::Workload;
 
-/// The origin labels decisions read; every other label is dropped from an [`OriginView`].
+/// The origin labels decisions read; every other label is dropped from an [`OriginOf`].
 pub const ORIGIN_LABEL_KEYS: [&str; 2] = [LABEL_CLUSTER, LABEL_KUEUE_QUEUE_NAME];
-/// The origin annotations decisions read; every other annotation is dropped from an [`OriginView`].
+/// The origin annotations decisions read; every other annotation is dropped from an [`OriginOf`].
 pub const ORIGIN_ANNOTATION_KEYS: [&str; 3] = [
     ANNOTATION_EPOCH,
     ANNOTATION_REDISPATCHES,
     ANNOTATION_CLUSTER_SELECTOR,
 ];
-/// The longest label or annotation value an [`OriginView`] keeps (bytes). Courier's own values are
+/// The longest label or annotation value an [`OriginOf`] keeps (bytes). Courier's own values are
 /// a cluster name and two decimals, and a cluster selector needs far less; a longer value is
-/// treated as absent (its key is listed in [`OriginView::oversized`]), so a Job carrying a huge
+/// treated as absent (its key is listed in [`OriginOf::oversized`]), so a Job carrying a huge
 /// `courier.dev/*` annotation costs no more memory than any other.
 pub const MAX_ORIGIN_VALUE: usize = 1024;
 
@@ -50,8 +50,8 @@ fn keep(
     out
 }
 
-impl OriginView {
-    /// Reads an origin Job (as JSON: a typed `Job` or `DynamicObject` serialized) into a view,
+impl<W: Workload> OriginOf<W> {
+    /// Reads an origin (as JSON: a typed object or `DynamicObject` serialized) into a view,
     /// keeping only the labels and annotations decisions read ([`ORIGIN_LABEL_KEYS`],
     /// [`ORIGIN_ANNOTATION_KEYS`], each at most [`MAX_ORIGIN_VALUE`] bytes).
     pub fn from_json(job: &Value) -> Result<Self, ViewError> {
@@ -75,15 +75,15 @@ impl OriginView {
             labels,
             annotations,
             oversized,
-            spec: JobSpecEssentials::from_spec_json(&spec_json),
+            spec: W::read_spec(&spec_json),
             spec_json,
-            status: read_status(job)?,
+            status: read_status::<W>(job)?,
             generation: job.pointer("/metadata/generation").and_then(Value::as_i64),
             resource_version: job
                 .pointer("/metadata/resourceVersion")
                 .and_then(Value::as_str)
                 .map(str::to_string),
-            template_hash: job.get("spec").and_then(crate::drift::template_hash),
+            template_hash: job.get("spec").and_then(W::template_hash),
         })
     }
 
@@ -123,8 +123,8 @@ impl OriginView {
     }
 }
 
-impl MirrorView {
-    /// Reads a remote Job (as JSON) into a view.
+impl<W: Workload> MirrorOf<W> {
+    /// Reads a remote object (as JSON) into a view.
     pub fn from_json(job: &Value) -> Result<Self, ViewError> {
         let meta = Meta::read(job)?;
         Ok(Self {
@@ -140,7 +140,7 @@ impl MirrorView {
                 .filter(|(k, _)| k.starts_with("courier.dev/"))
                 .collect(),
             spec: job.get("spec").cloned().unwrap_or(Value::Null),
-            status: read_status(job)?,
+            status: read_status::<W>(job)?,
             deleting: meta.deletion_timestamp.is_some(),
         })
     }
@@ -207,9 +207,9 @@ impl Meta {
     }
 }
 
-fn read_status(job: &Value) -> Result<JobStatus, ViewError> {
+fn read_status<W: Workload>(job: &Value) -> Result<W::Status, ViewError> {
     match job.get("status") {
-        None | Some(Value::Null) => Ok(JobStatus::default()),
+        None | Some(Value::Null) => Ok(W::Status::default()),
         Some(s) => serde_json::from_value(s.clone()).map_err(|e| ViewError::Malformed {
             field: "status",
             reason: e.to_string(),

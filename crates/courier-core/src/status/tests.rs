@@ -1,4 +1,5 @@
 use super::*;
+use crate::ownership::Intent;
 use serde_json::json;
 
 fn status(v: serde_json::Value) -> JobStatus {

@@ -243,68 +243,78 @@ fn edit_meta(
     uid: &str,
     change: impl Fn(&mut serde_json::Map<String, Value>) -> bool,
 ) {
-    let opts = write_opts(CONTROLLER_MANAGER);
-    for _ in 0..CONFLICT_RETRIES {
-        let Some(cur) = cx.api.store.get(&cx.served.table, ns, name) else {
-            return;
-        };
-        let mut obj = cx.api.served_value(cx.served, &cur);
-        if meta_str(&obj, "uid") != uid {
-            return;
-        }
-        let changed = obj
-            .get_mut("metadata")
+    let edit = |obj: &mut Value| {
+        obj.get_mut("metadata")
             .and_then(Value::as_object_mut)
-            .is_some_and(&change);
-        if !changed {
-            return;
-        }
-        let obj = match decoded(cx.served, obj) {
-            Ok(o) => o,
-            Err(e) => {
-                tracing::error!(controller = "job", pod = %obj_key(ns, name), error = %e.message, "pod does not decode");
-                return;
-            }
-        };
-        match cx.api.update(cx.served, ns, name, obj, Part::Main, &opts) {
-            Ok(_) => return,
-            Err(e) if e.code == 409 => continue,
-            Err(e) if e.code == 404 => return,
-            Err(e) => {
-                tracing::warn!(controller = "job", pod = %obj_key(ns, name), code = e.code, error = %e.message, "updating a pod failed");
-                return;
-            }
-        }
-    }
+            .is_some_and(&change)
+    };
+    rewrite(cx, (ns, name, uid), Writer::JOB_CONTROLLER, edit);
 }
 
 /// `PUT pods/<name>/status` as the kubelet.
 fn write_status(cx: &PodCtx<'_>, ns: &str, name: &str, uid: &str, status: &Value) {
-    let opts = write_opts(KUBELET);
+    let edit = |obj: &mut Value| {
+        if let Value::Object(m) = obj {
+            m.insert("status".into(), status.clone());
+        }
+        true
+    };
+    rewrite(cx, (ns, name, uid), Writer::KUBELET, edit);
+}
+
+/// Who writes a pod, through which part, as whom (for the write's field manager and the logs).
+struct Writer {
+    controller: &'static str,
+    manager: &'static str,
+    part: Part,
+    what: &'static str,
+}
+
+impl Writer {
+    const JOB_CONTROLLER: Writer = Writer {
+        controller: "job",
+        manager: CONTROLLER_MANAGER,
+        part: Part::Main,
+        what: "pod",
+    };
+    const KUBELET: Writer = Writer {
+        controller: "kubelet",
+        manager: KUBELET,
+        part: Part::Status,
+        what: "pod status",
+    };
+}
+
+/// Re-reads the pod `(namespace, name, uid)`, applies `edit` (false: nothing to write) and writes
+/// it, retrying conflicts; a pod that is gone or was replaced (another UID) is left alone.
+fn rewrite(
+    cx: &PodCtx<'_>,
+    (ns, name, uid): (&str, &str, &str),
+    w: Writer,
+    edit: impl Fn(&mut Value) -> bool,
+) {
+    let opts = write_opts(w.manager);
     for _ in 0..CONFLICT_RETRIES {
         let Some(cur) = cx.api.store.get(&cx.served.table, ns, name) else {
             return;
         };
         let mut obj = cx.api.served_value(cx.served, &cur);
-        if meta_str(&obj, "uid") != uid {
+        if meta_str(&obj, "uid") != uid || !edit(&mut obj) {
             return;
-        }
-        if let Value::Object(m) = &mut obj {
-            m.insert("status".into(), status.clone());
         }
         let obj = match decoded(cx.served, obj) {
             Ok(o) => o,
             Err(e) => {
-                tracing::error!(controller = "kubelet", pod = %obj_key(ns, name), error = %e.message, "pod status does not decode");
+                tracing::error!(controller = w.controller, pod = %obj_key(ns, name), error = %e.message, "{} does not decode", w.what);
                 return;
             }
         };
-        match cx.api.update(cx.served, ns, name, obj, Part::Status, &opts) {
+        match cx.api.update(cx.served, ns, name, obj, w.part, &opts) {
             Ok(_) => return,
             Err(e) if e.code == 409 => continue,
             Err(e) if e.code == 404 => return,
             Err(e) => {
-                tracing::warn!(controller = "kubelet", pod = %obj_key(ns, name), code = e.code, error = %e.message, "pod status update rejected");
+                tracing::warn!(controller = w.controller, pod = %obj_key(ns, name), code = e.code, error = %e.message, "{} update rejected", w.what);
                 return;
             }
         }

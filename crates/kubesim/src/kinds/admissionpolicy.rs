@@ -12,7 +12,7 @@
 
 use serde_json::{Value, json};
 
-use super::common::{child, index};
+use super::common::{self, child, index};
 use super::{ResourceInfo, Strategy};
 use crate::errors::{BadValue, FieldError, FieldErrors};
 use crate::json::ensure_obj;
@@ -347,12 +347,7 @@ impl Strategy for PolicyStrategy {
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        if let Some(m) = new.as_object_mut() {
-            match old.get("status") {
-                Some(s) => m.insert("status".into(), s.clone()),
-                None => m.remove("status"),
-            };
-        }
+        common::keep_stored(new, old, "status");
         set_generation(new, Some(old));
     }
 

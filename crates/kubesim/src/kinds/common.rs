@@ -756,6 +756,38 @@ pub fn go_print_v(v: &Value) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
+// What every kind with a spec and a status does on update (`PrepareForUpdate`,
+// `PrepareForStatusUpdate`).
+
+/// Keeps the stored object's `part` in `new` (removed if the stored object has none): an update
+/// through the main resource keeps the status (the status subresource owns it), one through
+/// `/status` (or `/finalize`) keeps the spec, as the API server's `PrepareForUpdate` and
+/// `PrepareForStatusUpdate` of every kind with a status do.
+pub fn keep_stored(new: &mut Value, old: &Value, part: &str) {
+    if let Some(m) = new.as_object_mut() {
+        match old.get(part) {
+            Some(s) => m.insert(part.into(), s.clone()),
+            None => m.remove(part),
+        };
+    }
+}
+
+/// `metadata.generation` on update: the stored one, plus one when the desired state (`changed`:
+/// the spec, or for a custom resource everything but metadata and status) changed.
+pub fn next_generation(new: &mut Value, old: &Value, changed: bool) {
+    let old_gen = old
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    if let Some(meta) = crate::json::ensure_obj(new, "metadata") {
+        meta.insert(
+            "generation".into(),
+            json!(if changed { old_gen + 1 } else { old_gen }),
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Go's `%v` of a float64: `strconv.FormatFloat(f, 'g', -1, 64)`, i.e. the shortest digits, in
 // exponent form when the exponent is below -4 or at least 6 (`fmt.Println(1e6)` prints `1e+06`).
 

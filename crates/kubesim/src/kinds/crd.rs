@@ -628,15 +628,7 @@ pub fn validate_crd(crd: &Value) -> FieldErrors {
 /// `ValidateCustomResourceDefinitionStoredVersions`.
 fn validate_stored_versions(crd: &Value) -> FieldErrors {
     let stored = crd.pointer("/status/storedVersions");
-    let list: Vec<String> = stored
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default();
+    let list = crate::json::strings(stored);
     if list.is_empty() {
         return vec![FieldError::invalid(
             "status.storedVersions",
@@ -1108,19 +1100,10 @@ impl Strategy for CrdStrategy {
             }
         }
         let spec_changed = new.get("spec") != old.get("spec");
-        let old_gen = old
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
         if let Some(m) = new.as_object_mut() {
             m.insert("status".into(), status);
         }
-        if let Some(meta) = ensure_obj(new, "metadata") {
-            meta.insert(
-                "generation".into(),
-                json!(if spec_changed { old_gen + 1 } else { old_gen }),
-            );
-        }
+        common::next_generation(new, old, spec_changed);
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> FieldErrors {

@@ -59,18 +59,7 @@ impl CustomResourceStrategy {
             Some(a) if !str_at(a, &["plural"]).is_empty() => a,
             _ => spec.get("names")?,
         };
-        let strings = |k: &str| -> Vec<String> {
-            names
-                .get(k)
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(String::from)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
+        let strings = |k: &str| crate::json::strings(names.get(k));
         let group = str_at(spec, &["group"]).to_string();
         let kind = str_at(names, &["kind"]).to_string();
         let storage = super::crd::storage_version(crd).unwrap_or_else(|| version.to_string());
@@ -1428,17 +1417,8 @@ impl Strategy for CustomResourceStrategy {
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        if self.info.status_subresource
-            && let Some(m) = new.as_object_mut()
-        {
-            match old.get("status") {
-                Some(s) => {
-                    m.insert("status".into(), s.clone());
-                }
-                None => {
-                    m.remove("status");
-                }
-            }
+        if self.info.status_subresource {
+            common::keep_stored(new, old, "status");
         }
         let non_meta = |v: &Value| -> Map<String, Value> {
             v.as_object()
@@ -1450,18 +1430,8 @@ impl Strategy for CustomResourceStrategy {
                 })
                 .unwrap_or_default()
         };
-        let old_gen = old
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        let generation = if non_meta(new) != non_meta(old) {
-            old_gen + 1
-        } else {
-            old_gen
-        };
-        if let Some(meta) = ensure_obj(new, "metadata") {
-            meta.insert("generation".into(), json!(generation));
-        }
+        let changed = non_meta(new) != non_meta(old);
+        common::next_generation(new, old, changed);
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> FieldErrors {

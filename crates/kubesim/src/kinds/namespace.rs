@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::common::{self, index};
 use super::{DeleteAction, NameRule, ResourceInfo, Strategy, TableSpec};
 use crate::errors::{ApiError, BadValue, FieldError, FieldErrors};
-use crate::json::{ensure_obj, meta_str, str_at};
+use crate::json::{ensure_obj, meta_str, str_at, strings};
 use crate::validation::names;
 
 pub const LABEL_METADATA_NAME: &str = "kubernetes.io/metadata.name";
@@ -211,12 +211,7 @@ fn validate_spec_finalizers(obj: &Value, indexed: bool) -> FieldErrors {
 /// result has no finalizers left and a deletionTimestamp, the generic flow deletes it
 /// (`ShouldDeleteDuringUpdate`, see `Strategy::pending_finalization`).
 pub fn prepare_for_finalize(new: &mut Value, old: &Value) {
-    if let Some(m) = new.as_object_mut() {
-        match old.get("status") {
-            Some(s) => m.insert("status".into(), s.clone()),
-            None => m.remove("status"),
-        };
-    }
+    common::keep_stored(new, old, "status");
 }
 
 /// `ValidateNamespaceFinalizeUpdate` without the ObjectMeta update part.
@@ -232,16 +227,7 @@ pub fn terminating(stored: &Value, options: &Value, now: &str) -> Value {
     if let Some(meta) = ensure_obj(&mut ns, "metadata") {
         meta.entry("deletionTimestamp")
             .or_insert_with(|| json!(now));
-        let mut finalizers: Vec<String> = meta
-            .get("finalizers")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut finalizers = strings(meta.get("finalizers"));
         let has = |f: &[String], name: &str| f.iter().any(|x| x == name);
         let orphan_flag = options.get("orphanDependents").and_then(Value::as_bool);
         let policy = options.get("propagationPolicy").and_then(Value::as_str);
@@ -332,12 +318,7 @@ impl Strategy for NamespaceStrategy {
                 None => spec.remove("finalizers"),
             };
         }
-        if let Some(m) = new.as_object_mut() {
-            match old.get("status") {
-                Some(s) => m.insert("status".into(), s.clone()),
-                None => m.remove("status"),
-            };
-        }
+        common::keep_stored(new, old, "status");
         set_label(new);
     }
 
@@ -346,12 +327,7 @@ impl Strategy for NamespaceStrategy {
     }
 
     fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        if let Some(m) = new.as_object_mut() {
-            match old.get("spec") {
-                Some(s) => m.insert("spec".into(), s.clone()),
-                None => m.remove("spec"),
-            };
-        }
+        common::keep_stored(new, old, "spec");
     }
 
     fn validate_status_update(&self, new: &Value, _old: &Value) -> FieldErrors {

@@ -259,20 +259,9 @@ impl Strategy for PodStrategy {
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        if let Some(m) = new.as_object_mut() {
-            match old.get("status") {
-                Some(s) => m.insert("status".into(), s.clone()),
-                None => m.remove("status"),
-            };
-        }
-        let old_gen = get_i64(old, &["metadata", "generation"]).unwrap_or(0);
+        common::keep_stored(new, old, "status");
         let changed = !semantic_eq(new.get("spec"), old.get("spec"));
-        if let Some(meta) = ensure_obj(new, "metadata") {
-            meta.insert(
-                "generation".into(),
-                json!(if changed { old_gen + 1 } else { old_gen }),
-            );
-        }
+        common::next_generation(new, old, changed);
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> FieldErrors {
@@ -282,12 +271,7 @@ impl Strategy for PodStrategy {
     }
 
     fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        if let Some(m) = new.as_object_mut() {
-            match old.get("spec") {
-                Some(s) => m.insert("spec".into(), s.clone()),
-                None => m.remove("spec"),
-            };
-        }
+        common::keep_stored(new, old, "spec");
     }
 
     fn field_value(&self, obj: &Value, field: &str) -> Option<String> {

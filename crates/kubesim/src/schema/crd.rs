@@ -118,6 +118,31 @@ impl Builder {
         }
     }
 
+    /// An object type with `fields`; other keys are kept as `additionalProperties` (or
+    /// preserve-unknown-fields) says, else pruned.
+    fn map(
+        &mut self,
+        s: &Value,
+        path: &str,
+        preserve: bool,
+        fields: Box<[Field]>,
+    ) -> Result<TypeId, CrdSchemaError> {
+        let elem = match s.get("additionalProperties") {
+            Some(ap) if ap.is_object() => Some(self.convert(ap, path, false, preserve)?),
+            Some(Value::Bool(true)) => Some(self.deduced),
+            _ if preserve => Some(self.deduced),
+            _ => None,
+        };
+        Ok(self.push(TypeDef {
+            map: Some(MapDef {
+                fields,
+                elem,
+                atomic: s.get("x-kubernetes-map-type").and_then(Value::as_str) == Some("atomic"),
+            }),
+            ..TypeDef::default()
+        }))
+    }
+
     fn convert(
         &mut self,
         s: &Value,
@@ -161,40 +186,11 @@ impl Builder {
                     fields.push(self.field("metadata", self.object_meta, None, GoMode::Pointer));
                 }
                 fields.sort_by(|a, b| a.name.cmp(&b.name));
-                let elem = match s.get("additionalProperties") {
-                    Some(ap) if ap.is_object() => Some(self.convert(ap, path, false, preserve)?),
-                    Some(Value::Bool(true)) => Some(self.deduced),
-                    _ if preserve => Some(self.deduced),
-                    _ => None,
-                };
-                Ok(self.push(TypeDef {
-                    map: Some(MapDef {
-                        fields: fields.into_boxed_slice(),
-                        elem,
-                        atomic: s.get("x-kubernetes-map-type").and_then(Value::as_str)
-                            == Some("atomic"),
-                    }),
-                    ..TypeDef::default()
-                }))
+                self.map(s, path, preserve, fields.into_boxed_slice())
             }
-            Some("object") => {
-                let elem = match s.get("additionalProperties") {
-                    Some(ap) if ap.is_object() => Some(self.convert(ap, path, false, preserve)?),
-                    Some(Value::Bool(true)) => Some(self.deduced),
-                    _ if preserve => Some(self.deduced),
-                    // `type: object` without properties: every field is pruned.
-                    _ => None,
-                };
-                Ok(self.push(TypeDef {
-                    map: Some(MapDef {
-                        fields: Box::new([]),
-                        elem,
-                        atomic: s.get("x-kubernetes-map-type").and_then(Value::as_str)
-                            == Some("atomic"),
-                    }),
-                    ..TypeDef::default()
-                }))
-            }
+            // `type: object` without properties: every field not allowed by
+            // additionalProperties or preserve-unknown-fields is pruned.
+            Some("object") => self.map(s, path, preserve, Box::new([])),
             Some("array") => {
                 let items = s.get("items").cloned().unwrap_or(Value::Object(Map::new()));
                 let elem = self.convert(&items, &format!("{path}[]"), false, preserve)?;

@@ -2,22 +2,6 @@
 
 use super::*;
 
-fn placed(d: &Decision) -> Option<(String, String, String)> {
-    let s = d.actions().find_map(|a| match a {
-        Action::WriteOriginStatus { status, .. } => Some(status.clone()),
-        _ => None,
-    })?;
-    let c = s
-        .conditions?
-        .into_iter()
-        .find(|c| c.type_ == courier_api::CONDITION_PLACED)?;
-    Some((
-        c.status,
-        c.reason.unwrap_or_default(),
-        c.message.unwrap_or_default(),
-    ))
-}
-
 fn refuse(w: &mut World, cluster: &str, kind: AvoidKind, message: &str) {
     let (now, config) = (w.now, w.config.clone());
     w.hints.avoid(cluster, kind, message, now, &config);

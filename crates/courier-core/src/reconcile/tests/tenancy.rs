@@ -81,15 +81,8 @@ fn a_worker_without_the_namespace_is_skipped_with_a_warning_naming_the_fix() {
             "Requeue(30s)"
         ]
     );
-    let status = written_status(&d);
-    let placed = status
-        .conditions
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c.type_ == courier_api::CONDITION_PLACED)
-        .expect("Placed");
-    assert_eq!(placed.reason.as_deref(), Some("NamespaceMissing"));
-    let message = placed.message.unwrap_or_default();
+    let (_, reason, message) = placed(&d).expect("Placed");
+    assert_eq!(reason, "NamespaceMissing");
     assert!(
         message.contains("namespace ml does not exist on WorkerCluster a")
             && message.contains("paused: b"),
@@ -127,15 +120,8 @@ fn a_worker_takes_only_the_namespaces_its_selector_selects() {
     w.clusters[1].labels.insert("region".into(), "us".into());
     w.origin["metadata"]["annotations"] = json!({"courier.dev/cluster-selector": "region=eu"});
     let d = w.decide();
-    let status = written_status(&d);
-    let placed = status
-        .conditions
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c.type_ == courier_api::CONDITION_PLACED)
-        .expect("Placed");
-    assert_eq!(placed.reason.as_deref(), Some("NoEligibleCluster"));
-    let message = placed.message.unwrap_or_default();
+    let (_, reason, message) = placed(&d).expect("Placed");
+    assert_eq!(reason, "NoEligibleCluster");
     assert!(
         message.contains("not taking Jobs from this namespace: a"),
         "{message}"

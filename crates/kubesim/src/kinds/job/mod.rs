@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 
 use crate::errors::{ApiError, FieldErrors};
 use crate::json::{ensure_obj, ensure_obj_in, get, get_bool, get_i64, get_obj, get_str};
-use crate::kinds::{ResourceInfo, Strategy, TableSpec, Warnings};
+use crate::kinds::{ResourceInfo, Strategy, TableSpec, Warnings, common};
 use crate::validation::{
     NameRule, semantic_eq, validate_labels, validate_object_meta_create,
     validate_object_meta_update_core,
@@ -65,16 +65,7 @@ impl JobStrategy {
                 namespaced: true,
                 short_names: Vec::new(),
                 categories: strings(&["all"]),
-                verbs: strings(&[
-                    "create",
-                    "delete",
-                    "deletecollection",
-                    "get",
-                    "list",
-                    "patch",
-                    "update",
-                    "watch",
-                ]),
+                verbs: common::standard_verbs(),
                 status_subresource: true,
                 storage_version_hash: Some("mudhfqk/qZY=".into()),
             },
@@ -310,20 +301,9 @@ impl Strategy for JobStrategy {
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         copy_template_labels(new);
-        if let Some(m) = new.as_object_mut() {
-            match old.get("status") {
-                Some(s) => m.insert("status".into(), s.clone()),
-                None => m.remove("status"),
-            };
-        }
-        let old_gen = get_i64(old, &["metadata", "generation"]).unwrap_or(0);
+        common::keep_stored(new, old, "status");
         let spec_changed = !semantic_eq(new.get("spec"), old.get("spec"));
-        if let Some(meta) = ensure_obj(new, "metadata") {
-            meta.insert(
-                "generation".into(),
-                json!(if spec_changed { old_gen + 1 } else { old_gen }),
-            );
-        }
+        common::next_generation(new, old, spec_changed);
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> FieldErrors {
@@ -340,12 +320,7 @@ impl Strategy for JobStrategy {
     }
 
     fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
-        if let Some(m) = new.as_object_mut() {
-            match old.get("spec") {
-                Some(s) => m.insert("spec".into(), s.clone()),
-                None => m.remove("spec"),
-            };
-        }
+        common::keep_stored(new, old, "spec");
         copy_template_labels(new);
         normalize_status(new);
     }

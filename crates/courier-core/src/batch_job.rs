@@ -1,0 +1,143 @@
+//! [`BatchJob`]: the `batch/v1` Job as a [`Workload`]. Each operation is one of the Job modules:
+//! [`crate::mirror`] builds the mirror, [`crate::drift`] judges what flows down, [`crate::status`]
+//! translates what flows up, [`crate::dispatched`] and [`crate::placed`] keep Courier's conditions
+//! and [`crate::job`] tells whether the run is over.
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::JobStatus;
+use serde_json::{Value, json};
+
+use courier_api::{ANNOTATION_SPEC_HASH, ANNOTATION_TEMPLATE_HASH};
+
+use crate::drift::{kueue_managed, mirror_template, spec_drift, spec_hash, template_drifts};
+use crate::job::{JobSpecEssentials, condition, find_condition, interim};
+use crate::mirror::{MirrorError, mirror_for};
+use crate::ownership::Intent;
+use crate::reconcile::{MirrorOf, OriginOf};
+use crate::status::{
+    TranslateInput, fail_origin, finish_from_interim, translate_status, whole_seconds,
+};
+use crate::workload::{Committed, Drift, Finished, MirrorReport, Workload};
+
+/// A `batch/v1` Job with `spec.managedBy: courier.dev/dispatcher`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchJob;
+
+impl Workload for BatchJob {
+    type Spec = JobSpecEssentials;
+    type Status = JobStatus;
+    type BuildError = MirrorError;
+
+    fn read_spec(spec: &Value) -> JobSpecEssentials {
+        JobSpecEssentials::from_spec_json(spec)
+    }
+
+    fn suspended(spec: &JobSpecEssentials) -> bool {
+        spec.suspend
+    }
+
+    fn template_hash(spec: &Value) -> Option<String> {
+        crate::drift::template_hash(spec)
+    }
+
+    fn build_mirror(origin: &Value, origin_id: &str, epoch: u64) -> Result<Value, MirrorError> {
+        mirror_for(origin, origin_id, epoch)
+    }
+
+    fn drift(origin: &OriginOf<Self>, mirror: &MirrorOf<Self>) -> Option<Drift> {
+        let kueue = kueue_managed(&origin.labels);
+        let fields = spec_drift(&origin.spec_json, kueue, &mirror.spec, &mirror.annotations);
+        let template = template_drifts(origin.template_hash.as_deref(), &mirror.annotations);
+        if fields.is_none() && !template {
+            return None;
+        }
+        let fields = fields.unwrap_or_default();
+        let mut what: Vec<&str> = fields.keys().map(String::as_str).collect();
+        if template {
+            what.push("the pod template");
+        }
+        Some(Drift {
+            what: what.join(", "),
+            fields,
+            template,
+        })
+    }
+
+    fn drift_patch(origin: &OriginOf<Self>, drift: &Drift, template_sent: bool) -> Value {
+        let kueue = kueue_managed(&origin.labels);
+        let mut annotations = serde_json::Map::new();
+        annotations.insert(
+            ANNOTATION_SPEC_HASH.into(),
+            json!(spec_hash(&origin.spec_json, kueue)),
+        );
+        if template_sent && let Some(h) = &origin.template_hash {
+            annotations.insert(ANNOTATION_TEMPLATE_HASH.into(), json!(h));
+        }
+        json!({"metadata": {"annotations": annotations}, "spec": drift.fields})
+    }
+
+    fn desired_template(origin: &Value) -> Option<Value> {
+        origin.get("spec").and_then(mirror_template)
+    }
+
+    fn idle(mirror: &MirrorOf<Self>) -> bool {
+        mirror.spec.get("suspend").and_then(Value::as_bool) == Some(true)
+            && mirror.status.active.unwrap_or(0) == 0
+    }
+
+    fn translate(
+        origin: &OriginOf<Self>,
+        mirror: Option<MirrorReport<'_, JobStatus>>,
+        redispatch_possible: bool,
+        now: Timestamp,
+    ) -> Option<JobStatus> {
+        translate_status(&TranslateInput {
+            origin_spec: &origin.spec,
+            origin_status: &origin.status,
+            mirror,
+            redispatch_possible,
+            now,
+        })
+    }
+
+    fn fail(status: &JobStatus, reason: &str, message: &str, now: Timestamp) -> Option<JobStatus> {
+        fail_origin(status, reason, message, now)
+    }
+
+    fn committed(status: &JobStatus, now: Timestamp) -> Option<Committed<JobStatus>> {
+        let committed = interim(status)?;
+        Some(Committed {
+            reached: committed.condition_type(),
+            outcome: committed.finished().condition_type(),
+            status: finish_from_interim(status, now),
+        })
+    }
+
+    fn reported(status: &JobStatus) -> Option<Intent> {
+        crate::dispatched::recorded(status)
+    }
+
+    fn set_not_placed(status: &mut JobStatus, reason: &str, message: &str, now: Timestamp) -> bool {
+        let mut conditions = status.conditions.take().unwrap_or_default();
+        let changed =
+            crate::placed::set_not_placed(&mut conditions, reason, message, whole_seconds(now));
+        status.conditions = Some(conditions);
+        changed
+    }
+
+    fn removed_from_cluster(status: &JobStatus) -> bool {
+        crate::placed::removed_from_cluster(status)
+    }
+
+    fn finished(status: &JobStatus) -> Option<Finished> {
+        crate::job::finished(status)
+    }
+
+    fn finished_at(status: &JobStatus) -> Option<Timestamp> {
+        [condition::COMPLETE, condition::FAILED]
+            .iter()
+            .filter_map(|t| find_condition(status, t))
+            .filter(|c| c.status == "True")
+            .find_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
+    }
+}
