@@ -276,3 +276,41 @@ fn index_lists_past_the_last_index_are_not_copied() {
     assert_eq!(list_after("0,2").as_deref(), Some("0,2"));
     assert_eq!(list_after("0,3"), None, "index 3 of 3 completions");
 }
+
+/// "Interim conditions are copied together with the mirror's terminal condition": the origin's
+/// `SuccessCriteriaMet` is the mirror's own (its reason and time), not one made up from `Complete`.
+#[test]
+fn the_interim_condition_is_the_mirrors_own() {
+    let spec = JobSpecEssentials {
+        completions: Some(2),
+        parallelism: Some(2),
+        indexed: true,
+        has_success_policy: true,
+        ..Default::default()
+    };
+    let old = status(json!({"startTime": "2026-05-01T09:00:00Z", "active": 2, "succeeded": 0}));
+    let m = status(json!({
+        "startTime": "2026-05-01T09:00:00Z", "succeeded": 1, "completedIndexes": "0",
+        "completionTime": "2026-05-01T09:40:00Z",
+        "conditions": [
+            {"type": "SuccessCriteriaMet", "status": "True", "reason": "SuccessPolicy",
+             "message": "Matched rules at index 0", "lastTransitionTime": "2026-05-01T09:30:00Z"},
+            {"type": "Complete", "status": "True", "reason": "CompletionsReached",
+             "message": "Reached expected number of succeeded pods",
+             "lastTransitionTime": "2026-05-01T09:40:00Z"},
+        ],
+    }));
+    let new = translate(&spec, &old, &m, 1, true).unwrap_or_else(|| panic!("the mirror finished"));
+    let scm = new
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "SuccessCriteriaMet")
+        .unwrap_or_else(|| panic!("no SuccessCriteriaMet in {new:?}"));
+    assert_eq!(scm.reason.as_deref(), Some("SuccessPolicy"));
+    assert_eq!(scm.message.as_deref(), Some("Matched rules at index 0"));
+    assert_eq!(
+        scm.last_transition_time.as_ref().map(|t| t.0.to_string()),
+        Some("2026-05-01T09:30:00Z".to_string())
+    );
+}
