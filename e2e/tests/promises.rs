@@ -165,9 +165,12 @@ fn admin_token(env: &Env, i: usize) -> anyhow::Result<String> {
 /// every origin has a `Redispatched` Event, and the workers' logs show exactly one mirror per
 /// epoch (epoch 1 on w1, epoch 2 on w2) with one pod each.
 ///
-/// Seen failing (issue #12 acceptance) with every mirror of ours judged `Current` in
-/// `courier_core::ownership::classify` (fencing off); see docs/testing.md. The first version
-/// brought w1 back only after every origin had finished and passed on that build.
+/// Seen failing (issue #12 acceptance) with fencing off (every mirror of ours `Current` in
+/// `courier_core::ownership::classify`) and the mirror observation not keyed by cluster: "timed out
+/// waiting for 6 origins finished; last seen: 4 of 6 finished". With fencing off alone it passes:
+/// status is read only from the intent's cluster, and the registry deletes stale mirrors before
+/// the returning worker turns Ready (docs/testing.md). The first version brought w1 back only after
+/// every origin had finished, when nothing can be rewritten.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_worker_returns_with_another_outcome() -> anyhow::Result<()> {
     let mut env = Env::start(
