@@ -61,9 +61,11 @@ key)
     done
     ;;
 controller)
-    # Only the controller's unit tests: its integration tests run clusters and take minutes each.
+    # The controller's unit tests and its pure integration test (tests/backoff.rs): the other
+    # integration tests run clusters and take minutes each.
     for f in ${MUTANTS_FILES:-backoff gc}; do
-        run courier-controller "crates/courier-controller/src/$f.rs" "ctl-$f" --cargo-test-arg=--lib "$@"
+        run courier-controller "crates/courier-controller/src/$f.rs" "ctl-$f" \
+            --cargo-test-arg=--lib --cargo-test-arg=--test=backoff "$@"
     done
     ;;
 *)
