@@ -524,11 +524,16 @@ current-context: w1
             .unwrap_or_default();
         assert!(msg.starts_with("the kubeconfig is not valid YAML"), "{msg}");
         assert!(!msg.contains("s3cr3t"), "{msg}");
+        // A sequence where the token string belongs: refused as a syntax error at its line (an
+        // accepting parser used to pass here, since an Ok has no message to quote the secret).
         let typed = GOOD.replace("    token: s3cr3t-t0ken", "    token: [s3cr3t-t0ken]");
-        let msg = check(&typed, deny())
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let err = check(&typed, deny()).err();
+        assert!(
+            matches!(err, Some(KubeconfigProblem::Syntax { line: Some(12), .. })),
+            "{err:?}"
+        );
+        let msg = err.map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.starts_with("the kubeconfig is not valid YAML"), "{msg}");
         assert!(!msg.contains("s3cr3t"), "{msg}");
     }
 
