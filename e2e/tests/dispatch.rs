@@ -663,7 +663,9 @@ async fn mirror_deleted_is_redispatched() -> anyhow::Result<()> {
         // The placement (epoch 2) is written to the origin before the mirror is created
         // (write-ahead intent), so the new mirror may not exist yet when the origin shows it.
         let m = wait_for("the epoch-2 mirror", T, || async {
-            current_mirror(&env, &moved).await.map_err(|e| e.to_string())
+            current_mirror(&env, &moved)
+                .await
+                .map_err(|e| e.to_string())
         })
         .await?;
         ensure!(mirror_epoch(&m) == Some(2));

@@ -14,7 +14,7 @@
 //! per dispatch instead of holding every template in memory.
 
 use crate::locks::RwLockExt as _;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -22,9 +22,12 @@ use courier_core::job::finished;
 use courier_core::reconcile::view::{ORIGIN_ANNOTATION_KEYS, ORIGIN_LABEL_KEYS};
 use courier_core::reconcile::{OriginView, ViewError};
 use jiff::Timestamp;
+use kube::api::DynamicObject;
 use serde_json::{Map, Value, json};
+use tracing::warn;
 
 use crate::queue::ObjectKey;
+use crate::watch::Cache;
 
 /// Spec fields an origin entry keeps.
 const KEPT_SPEC_FIELDS: [&str; 12] = [
@@ -139,8 +142,8 @@ struct Inner {
     map: HashMap<ObjectKey, Arc<OriginEntry>>,
     /// Unfinished origins per intent cluster (`currentMirrors`, placement load).
     placed: HashMap<String, u32>,
-    /// Keys seen since the watcher's last `Init` (a re-list); `None` outside a re-list.
-    relisting: Option<HashSet<ObjectKey>>,
+    /// A re-list is under way (it replaces whatever it lists).
+    relisting: bool,
     /// Versions our own writes put into the cache before the watch delivered them. resourceVersions
     /// are opaque (never compared as numbers): the watch delivers one object's versions in order,
     /// so until it delivers this one, what it delivers for the key is older.
@@ -202,13 +205,7 @@ impl OriginStore {
     /// the watch delivers it. A re-list replaces whatever it lists.
     pub fn upsert(&self, key: ObjectKey, entry: OriginEntry) -> Upsert {
         let mut inner = self.write();
-        let relisting = match inner.relisting.as_mut() {
-            Some(seen) => {
-                seen.insert(key.clone());
-                true
-            }
-            None => false,
-        };
+        let relisting = inner.relisting;
         if let Some(ours) = inner.ahead.get(&key) {
             if !relisting && entry.view.resource_version.as_ref() != Some(ours) {
                 return Upsert::Older;
@@ -269,32 +266,14 @@ impl OriginStore {
         old
     }
 
-    /// A re-list started: keys not seen again before [`Self::relist_done`] are dropped then.
-    pub fn relist_started(&self) {
-        self.write().relisting = Some(HashSet::new());
+    /// A re-list started (`true`) or ended.
+    pub fn set_relisting(&self, on: bool) {
+        self.write().relisting = on;
     }
 
-    /// A re-list ended: drops what it did not show and returns the dropped keys.
-    pub fn relist_done(&self) -> Vec<ObjectKey> {
-        let mut inner = self.write();
-        let Some(seen) = inner.relisting.take() else {
-            return Vec::new();
-        };
-        let gone: Vec<ObjectKey> = inner
-            .map
-            .keys()
-            .filter(|k| !seen.contains(*k))
-            .cloned()
-            .collect();
-        for key in &gone {
-            inner.ahead.remove(key);
-            if let Some(old) = inner.map.remove(key) {
-                inner.count(&old, -1);
-            }
-        }
-        drop(inner);
+    /// The cache reflects a complete list.
+    pub fn mark_synced(&self) {
         self.synced.store(true, Ordering::Release);
-        gone
     }
 
     /// Unfinished origins placed on `cluster`.
@@ -323,6 +302,53 @@ impl OriginStore {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+}
+
+impl Cache<DynamicObject> for OriginStore {
+    type Key = ObjectKey;
+
+    fn key_of(&self, obj: &DynamicObject) -> Option<ObjectKey> {
+        Some(ObjectKey::new(
+            obj.metadata.namespace.clone()?,
+            obj.metadata.name.clone()?,
+        ))
+    }
+
+    /// Stores a managed origin; true when it is new or a newer version (see [`OriginStore::upsert`]).
+    fn store(&self, key: &ObjectKey, obj: DynamicObject) -> bool {
+        let json = match serde_json::to_value(&obj) {
+            Ok(v) => v,
+            Err(e) => {
+                warn!(origin = %key, error = %e, "cannot read Job; ignored");
+                return false;
+            }
+        };
+        match trim(&json) {
+            Ok(Some(entry)) => self.upsert(key.clone(), entry) == Upsert::Changed,
+            // Not Courier's (managedBy is immutable, so it never was).
+            Ok(None) => false,
+            Err(e) => {
+                warn!(origin = %key, error = %e, "managed Job is malformed; ignored");
+                false
+            }
+        }
+    }
+
+    fn drop_key(&self, key: &ObjectKey) -> bool {
+        self.remove(key).is_some()
+    }
+
+    fn cached_keys(&self) -> Vec<ObjectKey> {
+        self.keys()
+    }
+
+    fn relisting(&self, on: bool) {
+        self.set_relisting(on);
+    }
+
+    fn mark_synced(&self) {
+        OriginStore::mark_synced(self);
     }
 }
 
@@ -436,9 +462,7 @@ mod tests {
         };
         s.upsert(k.clone(), e8);
         assert_eq!(s.placed_on("w2"), 0, "finished origins do not count");
-        s.relist_started();
-        assert_eq!(s.relist_done(), vec![k]);
-        assert!(s.is_synced());
+        assert!(s.remove(&k).is_some());
         assert_eq!(s.len(), 0);
     }
 
@@ -508,7 +532,7 @@ mod tests {
             panic!()
         };
         assert_eq!(s.write_through(k.clone(), "f", h), Upsert::Changed);
-        s.relist_started();
+        s.set_relisting(true);
         assert_eq!(s.upsert(k.clone(), x), Upsert::Changed);
         assert_eq!(rv(&s).as_deref(), Some("x"));
     }
