@@ -23,12 +23,12 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::backoff::Backoff;
 use crate::errors::{CallError, with_timeout};
 use crate::queue::ObjectKey;
-use crate::watch::{self, Change};
+use crate::watch::{self, Change, SlimJob};
 pub use context::{Ctx, Memory};
 
 /// Watches Jobs in every namespace of the management cluster.
 pub async fn watch_origins(shared: Arc<Ctx>) {
-    let api: Api<DynamicObject> = Api::all_with(shared.mgmt.clone(), &shared.jobs_ar);
+    let api: Api<SlimJob> = Api::all(shared.mgmt.clone());
     let backoff = Backoff::new(shared.tuning.backoff_min, shared.tuning.backoff_max);
     let config = watcher::Config::default();
     let origins = &*shared.origins;

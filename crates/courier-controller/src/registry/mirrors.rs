@@ -21,7 +21,6 @@ use courier_api::{LABEL_EPOCH, LABEL_ORIGIN, LABEL_ORIGIN_UID};
 use courier_core::drift::DRIFTING_SPEC_FIELDS;
 use courier_core::reconcile::MirrorView;
 use kube::Api;
-use kube::api::DynamicObject;
 use kube::runtime::watcher;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
@@ -32,7 +31,7 @@ use super::Cluster;
 use super::Ctx;
 use crate::backoff::Backoff;
 use crate::queue::ObjectKey;
-use crate::watch::{self, Cache, Change};
+use crate::watch::{self, Cache, Change, SlimJob};
 
 /// One cached mirror.
 #[derive(Debug, Clone)]
@@ -90,10 +89,10 @@ impl MirrorCache {
     }
 }
 
-impl Cache<DynamicObject> for MirrorCache {
+impl Cache<SlimJob> for MirrorCache {
     type Key = ObjectKey;
 
-    fn key_of(&self, obj: &DynamicObject) -> Option<ObjectKey> {
+    fn key_of(&self, obj: &SlimJob) -> Option<ObjectKey> {
         Some(ObjectKey::new(
             obj.metadata.namespace.clone().unwrap_or_default(),
             obj.metadata.name.clone()?,
@@ -101,7 +100,7 @@ impl Cache<DynamicObject> for MirrorCache {
     }
 
     /// True if the entry is new or changed (another resourceVersion).
-    fn store(&self, key: &ObjectKey, obj: DynamicObject) -> bool {
+    fn store(&self, key: &ObjectKey, obj: SlimJob) -> bool {
         let Some((_, entry)) = trim(&obj) else {
             // Unreadable now: what was cached under its name is no longer what is there.
             return self.write().map.remove(key).is_some();
@@ -132,7 +131,7 @@ impl Cache<DynamicObject> for MirrorCache {
 }
 
 /// Trims a worker Job into a cache entry (None if it has no name/uid).
-pub fn trim(obj: &DynamicObject) -> Option<(ObjectKey, MirrorEntry)> {
+pub fn trim(obj: &SlimJob) -> Option<(ObjectKey, MirrorEntry)> {
     let meta = &obj.metadata;
     let name = meta.name.clone()?;
     let namespace = meta.namespace.clone().unwrap_or_default();
@@ -150,18 +149,14 @@ pub fn trim(obj: &DynamicObject) -> Option<(ObjectKey, MirrorEntry)> {
         .filter(|(k, _)| k.starts_with("courier.dev/"))
         .map(|(k, v)| (k.clone(), json!(v)))
         .collect();
-    let spec: Map<String, Value> = obj
-        .data
-        .get("spec")
-        .and_then(Value::as_object)
-        .map(|s| {
-            DRIFTING_SPEC_FIELDS
-                .iter()
-                .filter_map(|f| s.get(*f).map(|v| ((*f).to_string(), v.clone())))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+    let spec: Map<String, Value> = match obj.spec_value() {
+        Value::Object(mut s) => DRIFTING_SPEC_FIELDS
+            .iter()
+            .filter_map(|f| s.remove(*f).map(|v| ((*f).to_string(), v)))
+            .collect(),
+        _ => Map::new(),
+    };
+    let mut status = obj.status.clone().unwrap_or(Value::Null);
     if let Some(s) = status.as_object_mut() {
         s.remove("uncountedTerminatedPods");
     }
@@ -191,7 +186,7 @@ pub async fn watch(
     client: kube::Client,
     token: CancellationToken,
 ) {
-    let api: Api<DynamicObject> = Api::all_with(client, &shared.jobs_ar);
+    let api: Api<SlimJob> = Api::all(client);
     let timeout = u32::try_from(shared.tuning.watch_timeout.as_secs().max(1)).unwrap_or(290);
     let config = watcher::Config::default()
         .labels(&format!("{LABEL_ORIGIN}={}", shared.cfg.origin_id))

@@ -29,6 +29,9 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::Backoff;
 use crate::errors::chain;
 
+pub mod job;
+pub use job::SlimJob;
+
 /// A compact cache of one watched kind.
 pub trait Cache<K>: Send + Sync {
     type Key: Clone + Eq + Hash + Send;
