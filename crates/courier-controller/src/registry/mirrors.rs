@@ -21,6 +21,7 @@ use courier_api::{LABEL_EPOCH, LABEL_ORIGIN, LABEL_ORIGIN_UID};
 use courier_core::drift::DRIFTING_SPEC_FIELDS;
 use courier_core::reconcile::MirrorView;
 use kube::Api;
+use kube::api::DynamicObject;
 use kube::runtime::watcher;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
@@ -86,6 +87,23 @@ impl MirrorCache {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+}
+
+impl MirrorCache {
+    /// Puts the answer to our own create into the cache, unless the watch has shown a Job under
+    /// that name already (the watch's version is then as new or newer). Without it, a reconcile
+    /// before the watch delivers the mirror sees none and creates it again (AlreadyExists, a read
+    /// and an adoption: three requests for nothing).
+    pub fn created(&self, obj: &DynamicObject) {
+        let Some((key, entry)) = serde_json::to_string(obj)
+            .ok()
+            .and_then(|text| serde_json::from_str::<SlimJob>(&text).ok())
+            .and_then(|job| trim(&job))
+        else {
+            return;
+        };
+        self.write().map.entry(key).or_insert(entry);
     }
 }
 
