@@ -151,3 +151,115 @@ pub async fn run<K, C>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::PostParams;
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+
+    use super::*;
+
+    /// Name -> resourceVersion.
+    #[derive(Default)]
+    struct Versions(Mutex<HashMap<String, String>>);
+
+    impl Cache<ConfigMap> for Versions {
+        type Key = String;
+        fn key_of(&self, cm: &ConfigMap) -> Option<String> {
+            cm.metadata.name.clone()
+        }
+        fn store(&self, key: &String, cm: ConfigMap) -> bool {
+            let rv = cm.metadata.resource_version.unwrap_or_default();
+            let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            map.insert(key.clone(), rv.clone()) != Some(rv)
+        }
+        fn drop_key(&self, key: &String) -> bool {
+            let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            map.remove(key).is_some()
+        }
+        fn cached_keys(&self) -> Vec<String> {
+            let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            map.keys().cloned().collect()
+        }
+        fn mark_synced(&self) {}
+    }
+
+    async fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>) -> String {
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// A list drops what it does not show and says so; then watch events flow.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_list_drops_what_it_did_not_show_then_the_watch_reports_changes() {
+        let sim = kubesim::Sim::start(kubesim::SimOptions {
+            role: kubesim::Role::Management,
+            name: "watch-test".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("sim: {e}"));
+        let kc = Kubeconfig::from_yaml(&sim.kubeconfig()).unwrap_or_else(|e| panic!("{e}"));
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let client = kube::Client::try_from(cfg).unwrap_or_else(|e| panic!("{e}"));
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let cm = |name: &str| ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &cm("listed"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let cache = Versions::default();
+        cache.store(&"stale".to_string(), cm("stale"));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let token = CancellationToken::new();
+        let backoff = Backoff::new(Duration::from_millis(10), Duration::from_millis(100));
+        let run = run(
+            api.clone(),
+            watcher::Config::default(),
+            backoff,
+            &token,
+            &cache,
+            |c| {
+                let text = match c {
+                    Change::Stored(k) => format!("stored {k}"),
+                    Change::Deleted(k) => format!("deleted {k}"),
+                    Change::Synced { gone, first } => format!("synced {gone:?} {first}"),
+                    Change::Failed(e) => format!("failed {e}"),
+                };
+                let _ = tx.send(text);
+            },
+        );
+        let script = async {
+            assert_eq!(next(&mut rx).await, "stored listed");
+            assert_eq!(next(&mut rx).await, r#"synced ["stale"] true"#);
+            api.create(&PostParams::default(), &cm("new"))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(next(&mut rx).await, "stored new");
+            api.delete("listed", &Default::default())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(next(&mut rx).await, "deleted listed");
+            token.cancel();
+        };
+        tokio::join!(run, script);
+        let mut keys = cache.cached_keys();
+        keys.sort();
+        assert_eq!(keys, ["new"]);
+    }
+}
