@@ -52,6 +52,7 @@ mod runtime;
 mod shared;
 mod snapshot;
 mod ui;
+mod watch;
 
 pub use config::{
     ControllerConfig, ControllerError, CredentialPolicy, DEFAULT_LEASE_NAME, FIELD_MANAGER,

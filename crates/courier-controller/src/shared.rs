@@ -177,7 +177,6 @@ impl Shared {
             cfg: cfg.clone(),
             tuning: tuning.clone(),
             mgmt: client.clone(),
-            jobs_ar: jobs_resource(),
             registry: clusters,
             queue,
             metrics: metrics.clone(),

@@ -190,7 +190,8 @@ async fn perform(
         } => {
             let handle = cluster(shared, &c)?;
             match handle.create_job(ns, &mirror).await {
-                Ok(_) => {
+                Ok(created) => {
+                    handle.mirrors.created(&created);
                     dispatched(shared, inputs, &c, "created", epoch);
                     info!(cluster = %c, epoch, "mirror created");
                 }

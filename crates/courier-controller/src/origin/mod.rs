@@ -14,87 +14,48 @@ pub mod store;
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use kube::Api;
 use kube::api::DynamicObject;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use serde_json::Value;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::backoff::Backoff;
-use crate::errors::{CallError, chain, with_timeout};
+use crate::errors::{CallError, with_timeout};
 use crate::queue::ObjectKey;
+use crate::watch::{self, Change, SlimJob};
 pub use context::{Ctx, Memory};
-use store::Upsert;
-
-fn key_of(obj: &DynamicObject) -> Option<ObjectKey> {
-    Some(ObjectKey::new(
-        obj.metadata.namespace.clone()?,
-        obj.metadata.name.clone()?,
-    ))
-}
-
-fn apply(shared: &Ctx, obj: &DynamicObject) {
-    let Some(key) = key_of(obj) else { return };
-    let json = match serde_json::to_value(obj) {
-        Ok(v) => v,
-        Err(e) => {
-            warn!(origin = %key, error = %e, "cannot read Job; ignored");
-            return;
-        }
-    };
-    match store::trim(&json) {
-        Ok(Some(entry)) => {
-            if shared.origins.upsert(key.clone(), entry) == Upsert::Changed {
-                shared.queue.add(key);
-            }
-        }
-        // Not Courier's (managedBy is immutable, so it never was).
-        Ok(None) => {}
-        Err(e) => warn!(origin = %key, error = %e, "managed Job is malformed; ignored"),
-    }
-}
-
-fn forget(shared: &Ctx, key: &ObjectKey) {
-    if shared.origins.remove(key).is_some() {
-        debug!(origin = %key, "origin gone");
-    }
-    shared.forget_origin(key);
-}
 
 /// Watches Jobs in every namespace of the management cluster.
 pub async fn watch_origins(shared: Arc<Ctx>) {
-    let api: Api<DynamicObject> = Api::all_with(shared.mgmt.clone(), &shared.jobs_ar);
-    let stream = watcher::watcher(api, watcher::Config::default()).backoff(Backoff::new(
-        shared.tuning.backoff_min,
-        shared.tuning.backoff_max,
-    ));
-    let mut stream = std::pin::pin!(stream);
-    loop {
-        let event = tokio::select! {
-            _ = shared.token.cancelled() => return,
-            e = stream.next() => e,
-        };
-        match event {
-            None => return,
-            Some(Ok(Event::Init)) => shared.origins.relist_started(),
-            Some(Ok(Event::InitApply(obj) | Event::Apply(obj))) => apply(&shared, &obj),
-            Some(Ok(Event::Delete(obj))) => {
-                if let Some(key) = key_of(&obj) {
-                    forget(&shared, &key);
-                }
+    let api: Api<SlimJob> = Api::all(shared.mgmt.clone());
+    let backoff = Backoff::new(shared.tuning.backoff_min, shared.tuning.backoff_max);
+    let config = watcher::Config::default();
+    let origins = &*shared.origins;
+    watch::run(
+        api,
+        config,
+        backoff,
+        &shared.token,
+        origins,
+        |change| match change {
+            Change::Stored(key) => shared.queue.add(key),
+            Change::Deleted(key) => {
+                debug!(origin = %key, "origin gone");
+                shared.forget_origin(&key);
             }
-            Some(Ok(Event::InitDone)) => {
-                for key in shared.origins.relist_done() {
-                    forget(&shared, &key);
+            Change::Synced { gone, .. } => {
+                for key in gone {
+                    debug!(origin = %key, "origin gone");
+                    shared.forget_origin(&key);
                 }
-                info!(origins = shared.origins.len(), "origin Job cache synced");
+                info!(origins = origins.len(), "origin Job cache synced");
                 shared.ready_changed();
             }
-            Some(Err(e)) => warn!(error = %chain(&e), "origin Job watch failed; retrying"),
-        }
-    }
+            Change::Failed(e) => warn!(error = %e, "origin Job watch failed; retrying"),
+        },
+    )
+    .await;
 }
 
 /// The full origin Job as JSON (what a mirror is built from), `None` if it is gone.

@@ -14,15 +14,18 @@
 //!   and unanswered creates become hints too, so the next decision moves the Job on;
 //! - mirror patches carry a UID precondition, deletes a UID precondition and Background
 //!   propagation; 404 / 409 on delete count as done;
-//! - the origin's full JSON is fetched only when decide asks for a fresh read
-//!   (`Decision::needs_fresh_origin`: a mirror to build or a template to patch, or a mirror ahead of
-//!   the cached intent to judge), then decide runs again on the fresh object;
+//! - when decide asks for the origin's JSON (`Decision::needs_fresh_origin`: a mirror to build or a
+//!   template to patch, or a mirror ahead of the cached intent to judge), decide runs again on the
+//!   cache entry's mirror source (the cached version's metadata and spec as it arrived); only a
+//!   mirror ahead of the cached intent (or with no readable epoch) makes it read the origin fresh;
 //! - only the leader writes (checked immediately before every write, time-bounded by the lease).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use courier_api::LABEL_EPOCH;
+use courier_core::ownership::parse_epoch;
 use courier_core::placement::{ClusterView, namespace_labels, namespace_selector};
 use courier_core::reconcile::{
     Decision, EventType, Hints, MirrorObservation, OriginView, ReconcileInput, decide,
@@ -30,7 +33,7 @@ use courier_core::reconcile::{
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Api;
-use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::events;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -44,6 +47,7 @@ use crate::config::FIELD_MANAGER;
 use crate::errors::{CallError, ReconcileError, with_timeout};
 use crate::queue::ObjectKey;
 use crate::registry::ProbeState;
+use crate::watch::SlimJob;
 
 /// What a reconcile reads, gathered from the caches in one pass.
 pub struct Inputs {
@@ -213,7 +217,26 @@ async fn reconcile(shared: &Arc<Ctx>, key: &ObjectKey) -> Result<Option<Duration
         shared.record_wait(key, first.wait.as_ref());
         return execute(shared, key, &inputs.entry.view, &inputs, first).await;
     }
-    // The cached origin is not enough: read it fresh and decide again on it.
+    // A mirror to build or a template to patch: the cached source serves (it is the cached
+    // version's own spec and metadata), unless a mirror is ahead of the cached intent, which only
+    // a fresh read may judge.
+    if !mirror_ahead(&inputs)
+        && let Ok(json) = serde_json::from_str::<Value>(&inputs.entry.source)
+    {
+        let decision = decide(&ReconcileInput {
+            origin: &inputs.entry.view,
+            origin_json: Some(&json),
+            mirrors: &inputs.mirrors,
+            clusters: &inputs.clusters,
+            namespace_labels: &inputs.namespace_labels,
+            config: &shared.dispatch,
+            hints: &inputs.hints,
+            now,
+        });
+        shared.record_wait(key, decision.wait.as_ref());
+        return execute(shared, key, &inputs.entry.view, &inputs, decision).await;
+    }
+    // Read the origin fresh and decide again on it.
     let read = |e| ReconcileError {
         step: "read the origin Job".into(),
         error: e,
@@ -239,14 +262,29 @@ async fn reconcile(shared: &Arc<Ctx>, key: &ObjectKey) -> Result<Option<Duration
     execute(shared, key, &view, &inputs, decision).await
 }
 
+/// Whether a mirror shows an epoch the cached intent does not explain (ahead of it, unreadable, or
+/// no intent cached): the cache may lag a placement written elsewhere.
+fn mirror_ahead(inputs: &Inputs) -> bool {
+    let intent = inputs.entry.view.intent();
+    inputs.mirrors.values().any(|m| match m {
+        MirrorObservation::Present(m) => {
+            let epoch = m.labels.get(LABEL_EPOCH).and_then(|e| parse_epoch(e));
+            match (&intent, epoch) {
+                (Some(i), Some(e)) => e > i.epoch,
+                _ => true,
+            }
+        }
+        _ => false,
+    })
+}
+
 pub async fn patch_origin(
     shared: &Ctx,
     key: &ObjectKey,
     patch: &Value,
     status: bool,
-) -> Result<DynamicObject, CallError> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(shared.mgmt.clone(), &key.namespace, &shared.jobs_ar);
+) -> Result<SlimJob, CallError> {
+    let api: Api<SlimJob> = Api::namespaced(shared.mgmt.clone(), &key.namespace);
     let pp = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -263,16 +301,14 @@ pub async fn patch_origin(
 /// Puts the server's answer to our own write (`patch`, which carries the resourceVersion it was
 /// made from as a precondition) into the cache, unless the watch has moved past that version
 /// already (`OriginStore::write_through`).
-pub fn write_through(shared: &Ctx, key: &ObjectKey, patch: &Value, obj: &DynamicObject) {
+pub fn write_through(shared: &Ctx, key: &ObjectKey, patch: &Value, obj: &SlimJob) {
     let Some(sent) = patch
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
     else {
         return;
     };
-    if let Ok(json) = serde_json::to_value(obj)
-        && let Ok(Some(entry)) = store::trim(&json)
-    {
+    if let Ok(Some(entry)) = store::trim_job(obj) {
         shared.origins.write_through(key.clone(), sent, entry);
     }
 }

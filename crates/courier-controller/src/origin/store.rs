@@ -9,12 +9,13 @@
 //! completionMode, backoffLimitPerIndex, manualSelector and the fields that flow down;
 //! `successPolicy` is reduced to `{}` since only its presence matters). The pod template is reduced
 //! to its hash (template drift, see `courier_core::drift`); managedFields and user metadata are
-//! dropped: ~1-2 KB per Job instead of the full object. The full JSON a mirror is built from is
-//! fetched with one GET when a mirror must be created (once per placement), which costs a request
-//! per dispatch instead of holding every template in memory.
+//! dropped. Beside the view, the entry keeps the mirror source: name, namespace, uid, labels,
+//! annotations and the spec as the JSON text it arrived in (see [`OriginEntry::source`]), so
+//! building a mirror needs no GET of the origin; it is parsed only when a mirror is built or its
+//! template patched. The watch decodes a Job as a [`SlimJob`] (no managedFields).
 
 use crate::locks::RwLockExt as _;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -22,9 +23,13 @@ use courier_core::job::finished;
 use courier_core::reconcile::view::{ORIGIN_ANNOTATION_KEYS, ORIGIN_LABEL_KEYS};
 use courier_core::reconcile::{OriginView, ViewError};
 use jiff::Timestamp;
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
+use tracing::warn;
 
 use crate::queue::ObjectKey;
+use crate::watch::{Cache, SlimJob};
 
 /// Spec fields an origin entry keeps.
 const KEPT_SPEC_FIELDS: [&str; 12] = [
@@ -47,6 +52,10 @@ const KEPT_SPEC_FIELDS: [&str; 12] = [
 pub struct OriginEntry {
     pub view: OriginView,
     pub created: Option<Timestamp>,
+    /// What a mirror is built from, as JSON text: name, namespace, uid, every label and
+    /// annotation, and the spec as the text it arrived in (parsed only when a mirror is built or its
+    /// template patched). Saves the GET of the full origin per dispatch.
+    pub source: Arc<str>,
 }
 
 impl OriginEntry {
@@ -65,6 +74,28 @@ impl OriginEntry {
 
 /// Trims a Job (as JSON) to what the origin cache keeps. `None` when it is not Courier's.
 pub fn trim(job: &Value) -> Result<Option<OriginEntry>, ViewError> {
+    let Some((view, created)) = trim_view(job)? else {
+        return Ok(None);
+    };
+    let meta = job.get("metadata");
+    let source = json!({
+        "metadata": {
+            "name": view.name, "namespace": view.namespace, "uid": view.uid,
+            "labels": meta.and_then(|m| m.get("labels")),
+            "annotations": meta.and_then(|m| m.get("annotations")),
+        },
+        "spec": job.get("spec"),
+    })
+    .to_string();
+    Ok(Some(OriginEntry {
+        view,
+        created,
+        source: source.into(),
+    }))
+}
+
+/// The view and creation time of a managed Job; `None` when it is not Courier's.
+fn trim_view(job: &Value) -> Result<Option<(OriginView, Option<Timestamp>)>, ViewError> {
     let spec = job.get("spec").and_then(Value::as_object);
     let managed = spec
         .and_then(|s| s.get("managedBy"))
@@ -131,7 +162,65 @@ pub fn trim(job: &Value) -> Result<Option<OriginEntry>, ViewError> {
         .get("creationTimestamp")
         .and_then(Value::as_str)
         .and_then(|t| t.parse().ok());
-    Ok(Some(OriginEntry { view, created }))
+    Ok(Some((view, created)))
+}
+
+/// What [`trim`] reads of a Job, from its slim decode (the spec parsed once, nothing else
+/// re-serialised but the mirror source's metadata).
+pub fn trim_job(job: &SlimJob) -> Result<Option<OriginEntry>, ViewError> {
+    let spec = job.spec_value();
+    if spec.get("managedBy").and_then(Value::as_str) != Some(courier_api::MANAGED_BY) {
+        return Ok(None);
+    }
+    let m = &job.metadata;
+    let json = json!({
+        "metadata": {
+            "name": m.name, "namespace": m.namespace, "uid": m.uid,
+            "resourceVersion": m.resource_version, "generation": m.generation,
+            "creationTimestamp": m.creation_timestamp, "deletionTimestamp": m.deletion_timestamp,
+            "finalizers": m.finalizers, "labels": m.labels, "annotations": m.annotations,
+        },
+        "spec": spec,
+        "status": job.status,
+    });
+    let Some((view, created)) = trim_view(&json)? else {
+        return Ok(None);
+    };
+    // The spec goes into the mirror source as the text it arrived in.
+    let source = Source {
+        metadata: SourceMeta {
+            name: &view.name,
+            namespace: &view.namespace,
+            uid: &view.uid,
+            labels: m.labels.as_ref(),
+            annotations: m.annotations.as_ref(),
+        },
+        spec: job.spec.as_deref(),
+    };
+    let source = serde_json::to_string(&source).map_err(|e| ViewError::Malformed {
+        field: "spec",
+        reason: e.to_string(),
+    })?;
+    Ok(Some(OriginEntry {
+        view,
+        created,
+        source: source.into(),
+    }))
+}
+
+#[derive(Serialize)]
+struct Source<'a> {
+    metadata: SourceMeta<'a>,
+    spec: Option<&'a RawValue>,
+}
+
+#[derive(Serialize)]
+struct SourceMeta<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    uid: &'a str,
+    labels: Option<&'a BTreeMap<String, String>>,
+    annotations: Option<&'a BTreeMap<String, String>>,
 }
 
 #[derive(Default)]
@@ -139,8 +228,8 @@ struct Inner {
     map: HashMap<ObjectKey, Arc<OriginEntry>>,
     /// Unfinished origins per intent cluster (`currentMirrors`, placement load).
     placed: HashMap<String, u32>,
-    /// Keys seen since the watcher's last `Init` (a re-list); `None` outside a re-list.
-    relisting: Option<HashSet<ObjectKey>>,
+    /// A re-list is under way (it replaces whatever it lists).
+    relisting: bool,
     /// Versions our own writes put into the cache before the watch delivered them. resourceVersions
     /// are opaque (never compared as numbers): the watch delivers one object's versions in order,
     /// so until it delivers this one, what it delivers for the key is older.
@@ -202,13 +291,7 @@ impl OriginStore {
     /// the watch delivers it. A re-list replaces whatever it lists.
     pub fn upsert(&self, key: ObjectKey, entry: OriginEntry) -> Upsert {
         let mut inner = self.write();
-        let relisting = match inner.relisting.as_mut() {
-            Some(seen) => {
-                seen.insert(key.clone());
-                true
-            }
-            None => false,
-        };
+        let relisting = inner.relisting;
         if let Some(ours) = inner.ahead.get(&key) {
             if !relisting && entry.view.resource_version.as_ref() != Some(ours) {
                 return Upsert::Older;
@@ -269,32 +352,14 @@ impl OriginStore {
         old
     }
 
-    /// A re-list started: keys not seen again before [`Self::relist_done`] are dropped then.
-    pub fn relist_started(&self) {
-        self.write().relisting = Some(HashSet::new());
+    /// A re-list started (`true`) or ended.
+    pub fn set_relisting(&self, on: bool) {
+        self.write().relisting = on;
     }
 
-    /// A re-list ended: drops what it did not show and returns the dropped keys.
-    pub fn relist_done(&self) -> Vec<ObjectKey> {
-        let mut inner = self.write();
-        let Some(seen) = inner.relisting.take() else {
-            return Vec::new();
-        };
-        let gone: Vec<ObjectKey> = inner
-            .map
-            .keys()
-            .filter(|k| !seen.contains(*k))
-            .cloned()
-            .collect();
-        for key in &gone {
-            inner.ahead.remove(key);
-            if let Some(old) = inner.map.remove(key) {
-                inner.count(&old, -1);
-            }
-        }
-        drop(inner);
+    /// The cache reflects a complete list.
+    pub fn mark_synced(&self) {
         self.synced.store(true, Ordering::Release);
-        gone
     }
 
     /// Unfinished origins placed on `cluster`.
@@ -323,6 +388,46 @@ impl OriginStore {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+}
+
+impl Cache<SlimJob> for OriginStore {
+    type Key = ObjectKey;
+
+    fn key_of(&self, obj: &SlimJob) -> Option<ObjectKey> {
+        Some(ObjectKey::new(
+            obj.metadata.namespace.clone()?,
+            obj.metadata.name.clone()?,
+        ))
+    }
+
+    /// Stores a managed origin; true when it is new or a newer version (see [`OriginStore::upsert`]).
+    fn store(&self, key: &ObjectKey, obj: SlimJob) -> bool {
+        match trim_job(&obj) {
+            Ok(Some(entry)) => self.upsert(key.clone(), entry) == Upsert::Changed,
+            // Not Courier's (managedBy is immutable, so it never was).
+            Ok(None) => false,
+            Err(e) => {
+                warn!(origin = %key, error = %e, "managed Job is malformed; ignored");
+                false
+            }
+        }
+    }
+
+    fn drop_key(&self, key: &ObjectKey) -> bool {
+        self.remove(key).is_some()
+    }
+
+    fn cached_keys(&self) -> Vec<ObjectKey> {
+        self.keys()
+    }
+
+    fn relisting(&self, on: bool) {
+        self.set_relisting(on);
+    }
+
+    fn mark_synced(&self) {
+        OriginStore::mark_synced(self);
     }
 }
 
@@ -436,9 +541,7 @@ mod tests {
         };
         s.upsert(k.clone(), e8);
         assert_eq!(s.placed_on("w2"), 0, "finished origins do not count");
-        s.relist_started();
-        assert_eq!(s.relist_done(), vec![k]);
-        assert!(s.is_synced());
+        assert!(s.remove(&k).is_some());
         assert_eq!(s.len(), 0);
     }
 
@@ -508,7 +611,7 @@ mod tests {
             panic!()
         };
         assert_eq!(s.write_through(k.clone(), "f", h), Upsert::Changed);
-        s.relist_started();
+        s.set_relisting(true);
         assert_eq!(s.upsert(k.clone(), x), Upsert::Changed);
         assert_eq!(rv(&s).as_deref(), Some("x"));
     }

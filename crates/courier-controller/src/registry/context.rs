@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use kube::Client;
-use kube::api::ApiResource;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -41,7 +40,6 @@ pub struct Ctx {
     pub cfg: ControllerConfig,
     pub tuning: Tuning,
     pub mgmt: Client,
-    pub jobs_ar: ApiResource,
     pub registry: Arc<Registry>,
     /// Mirror changes queue their origin.
     pub queue: Arc<WorkQueue>,

@@ -13,18 +13,16 @@
 //! No pod template, no managedFields: well under 2 KB per mirror.
 
 use crate::locks::RwLockExt as _;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use courier_api::{LABEL_EPOCH, LABEL_ORIGIN, LABEL_ORIGIN_UID};
 use courier_core::drift::DRIFTING_SPEC_FIELDS;
 use courier_core::reconcile::MirrorView;
-use futures::StreamExt;
 use kube::Api;
 use kube::api::DynamicObject;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -33,8 +31,8 @@ use tracing::{debug, warn};
 use super::Cluster;
 use super::Ctx;
 use crate::backoff::Backoff;
-use crate::errors::chain;
 use crate::queue::ObjectKey;
+use crate::watch::{self, Cache, Change, SlimJob};
 
 /// One cached mirror.
 #[derive(Debug, Clone)]
@@ -48,7 +46,6 @@ pub struct MirrorEntry {
 #[derive(Default)]
 struct Inner {
     map: HashMap<ObjectKey, MirrorEntry>,
-    relisting: Option<HashSet<ObjectKey>>,
 }
 
 /// The mirrors of this origin id on one worker, by `namespace/name` (the origin's key).
@@ -91,53 +88,68 @@ impl MirrorCache {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }
+}
 
-    /// True if the entry is new or changed.
-    pub fn upsert(&self, key: ObjectKey, entry: MirrorEntry) -> bool {
+impl MirrorCache {
+    /// Puts the answer to our own create into the cache, unless the watch has shown a Job under
+    /// that name already (the watch's version is then as new or newer). Without it, a reconcile
+    /// before the watch delivers the mirror sees none and creates it again (AlreadyExists, a read
+    /// and an adoption: three requests for nothing).
+    pub fn created(&self, obj: &DynamicObject) {
+        let Some((key, entry)) = serde_json::to_string(obj)
+            .ok()
+            .and_then(|text| serde_json::from_str::<SlimJob>(&text).ok())
+            .and_then(|job| trim(&job))
+        else {
+            return;
+        };
+        self.write().map.entry(key).or_insert(entry);
+    }
+}
+
+impl Cache<SlimJob> for MirrorCache {
+    type Key = ObjectKey;
+
+    fn key_of(&self, obj: &SlimJob) -> Option<ObjectKey> {
+        Some(ObjectKey::new(
+            obj.metadata.namespace.clone().unwrap_or_default(),
+            obj.metadata.name.clone()?,
+        ))
+    }
+
+    /// True if the entry is new or changed (another resourceVersion).
+    fn store(&self, key: &ObjectKey, obj: SlimJob) -> bool {
+        let Some((_, entry)) = trim(&obj) else {
+            // Unreadable now: what was cached under its name is no longer what is there.
+            return self.write().map.remove(key).is_some();
+        };
         let mut inner = self.write();
-        if let Some(seen) = inner.relisting.as_mut() {
-            seen.insert(key.clone());
-        }
         if inner
             .map
-            .get(&key)
+            .get(key)
             .is_some_and(|old| old.resource_version == entry.resource_version)
         {
             return false;
         }
-        inner.map.insert(key, entry);
+        inner.map.insert(key.clone(), entry);
         true
     }
 
-    pub fn remove(&self, key: &ObjectKey) -> bool {
+    fn drop_key(&self, key: &ObjectKey) -> bool {
         self.write().map.remove(key).is_some()
     }
 
-    fn relist_started(&self) {
-        self.write().relisting = Some(HashSet::new());
+    fn cached_keys(&self) -> Vec<ObjectKey> {
+        self.read().map.keys().cloned().collect()
     }
 
-    /// Ends a re-list: drops what it did not show, marks the cache synced, returns the dropped keys.
-    fn relist_done(&self) -> Vec<ObjectKey> {
-        let mut inner = self.write();
-        let seen = inner.relisting.take().unwrap_or_default();
-        let gone: Vec<ObjectKey> = inner
-            .map
-            .keys()
-            .filter(|k| !seen.contains(*k))
-            .cloned()
-            .collect();
-        for k in &gone {
-            inner.map.remove(k);
-        }
-        drop(inner);
+    fn mark_synced(&self) {
         self.synced.store(true, Ordering::Release);
-        gone
     }
 }
 
 /// Trims a worker Job into a cache entry (None if it has no name/uid).
-pub fn trim(obj: &DynamicObject) -> Option<(ObjectKey, MirrorEntry)> {
+pub fn trim(obj: &SlimJob) -> Option<(ObjectKey, MirrorEntry)> {
     let meta = &obj.metadata;
     let name = meta.name.clone()?;
     let namespace = meta.namespace.clone().unwrap_or_default();
@@ -155,18 +167,14 @@ pub fn trim(obj: &DynamicObject) -> Option<(ObjectKey, MirrorEntry)> {
         .filter(|(k, _)| k.starts_with("courier.dev/"))
         .map(|(k, v)| (k.clone(), json!(v)))
         .collect();
-    let spec: Map<String, Value> = obj
-        .data
-        .get("spec")
-        .and_then(Value::as_object)
-        .map(|s| {
-            DRIFTING_SPEC_FIELDS
-                .iter()
-                .filter_map(|f| s.get(*f).map(|v| ((*f).to_string(), v.clone())))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+    let spec: Map<String, Value> = match obj.spec_value() {
+        Value::Object(mut s) => DRIFTING_SPEC_FIELDS
+            .iter()
+            .filter_map(|f| s.remove(*f).map(|v| ((*f).to_string(), v)))
+            .collect(),
+        _ => Map::new(),
+    };
+    let mut status = obj.status.clone().unwrap_or(Value::Null);
     if let Some(s) = status.as_object_mut() {
         s.remove("uncountedTerminatedPods");
     }
@@ -196,52 +204,32 @@ pub async fn watch(
     client: kube::Client,
     token: CancellationToken,
 ) {
-    let api: Api<DynamicObject> = Api::all_with(client, &shared.jobs_ar);
+    let api: Api<SlimJob> = Api::all(client);
     let timeout = u32::try_from(shared.tuning.watch_timeout.as_secs().max(1)).unwrap_or(290);
     let config = watcher::Config::default()
         .labels(&format!("{LABEL_ORIGIN}={}", shared.cfg.origin_id))
         .timeout(timeout);
-    let stream = watcher::watcher(api, config).backoff(Backoff::new(
-        shared.tuning.backoff_min,
-        shared.tuning.backoff_max,
-    ));
-    let mut stream = std::pin::pin!(stream);
-    loop {
-        let event = tokio::select! {
-            _ = token.cancelled() => return,
-            e = stream.next() => e,
-        };
-        match event {
-            None => return,
-            Some(Ok(Event::Init)) => cluster.mirrors.relist_started(),
-            Some(Ok(Event::InitApply(obj) | Event::Apply(obj))) => {
-                // A mirror changed: copying its status must not wait behind new origins.
-                if let Some((key, entry)) = trim(&obj)
-                    && cluster.mirrors.upsert(key.clone(), entry)
-                {
-                    shared.queue.add_urgent(key);
-                }
-            }
-            Some(Ok(Event::Delete(obj))) => {
-                if let Some((key, _)) = trim(&obj)
-                    && cluster.mirrors.remove(&key)
-                {
-                    shared.queue.add_urgent(key);
-                    super::lifecycle::mirror_gone(&cluster);
-                }
-            }
-            Some(Ok(Event::InitDone)) => {
-                for key in cluster.mirrors.relist_done() {
-                    shared.queue.add(key);
-                }
-                debug!(cluster = %cluster.name, mirrors = cluster.mirrors.len(), "mirror cache synced");
-                // The cluster task turns Ready only once its cache is synced.
-                cluster.wake.notify_one();
-            }
-            Some(Err(e)) => {
-                warn!(cluster = %cluster.name, error = %chain(&e), "mirror watch failed; retrying with backoff");
-                cluster.wake.notify_one();
-            }
+    let backoff = Backoff::new(shared.tuning.backoff_min, shared.tuning.backoff_max);
+    let cache = &cluster.mirrors;
+    watch::run(api, config, backoff, &token, cache, |change| match change {
+        // A mirror changed: copying its status must not wait behind new origins.
+        Change::Stored(key) => shared.queue.add_urgent(key),
+        Change::Deleted(key) => {
+            shared.queue.add_urgent(key);
+            super::lifecycle::mirror_gone(&cluster);
         }
-    }
+        Change::Synced { gone, .. } => {
+            for key in gone {
+                shared.queue.add(key);
+            }
+            debug!(cluster = %cluster.name, mirrors = cache.len(), "mirror cache synced");
+            // The cluster task turns Ready only once its cache is synced.
+            cluster.wake.notify_one();
+        }
+        Change::Failed(e) => {
+            warn!(cluster = %cluster.name, error = %e, "mirror watch failed; retrying with backoff");
+            cluster.wake.notify_one();
+        }
+    })
+    .await;
 }

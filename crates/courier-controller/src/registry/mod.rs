@@ -24,19 +24,17 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use courier_api::reasons::CONDITION_READY;
 use courier_api::{LABEL_KUBECONFIG_SECRET, WorkerCluster};
-use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::backoff::Backoff;
-use crate::errors::chain;
+use crate::watch::{self, Cache, Change};
 pub use context::{Ctx, Hooks};
 use mirrors::MirrorCache;
 
@@ -225,37 +223,41 @@ impl Secrets {
     pub fn get(&self, name: &str) -> Option<SecretData> {
         self.map.read_or_recover().get(name).cloned()
     }
+}
 
-    /// Stores a Secret; true if its data changed.
-    fn put(&self, s: &Secret) -> bool {
-        let Some(name) = s.metadata.name.clone() else {
-            return false;
-        };
+impl Cache<Secret> for Secrets {
+    type Key = String;
+
+    fn key_of(&self, s: &Secret) -> Option<String> {
+        s.metadata.name.clone()
+    }
+
+    /// Stores a Secret's data (nothing else of it); true if the data changed.
+    fn store(&self, name: &String, s: Secret) -> bool {
         let data: BTreeMap<String, Vec<u8>> = s
             .data
-            .iter()
+            .into_iter()
             .flatten()
-            .map(|(k, v)| (k.clone(), v.0.clone()))
+            .map(|(k, v)| (k, v.0))
             .collect();
         let mut map = self.map.write_or_recover();
-        if map.get(&name).is_some_and(|old| **old == data) {
+        if map.get(name).is_some_and(|old| **old == data) {
             return false;
         }
-        map.insert(name, Arc::new(data));
+        map.insert(name.clone(), Arc::new(data));
         true
     }
 
-    fn remove(&self, name: &str) -> bool {
+    fn drop_key(&self, name: &String) -> bool {
         self.map.write_or_recover().remove(name).is_some()
     }
 
-    fn retain(&self, keep: &HashSet<String>) -> Vec<String> {
-        let mut map = self.map.write_or_recover();
-        let gone: Vec<String> = map.keys().filter(|k| !keep.contains(*k)).cloned().collect();
-        for g in &gone {
-            map.remove(g);
-        }
-        gone
+    fn cached_keys(&self) -> Vec<String> {
+        self.map.read_or_recover().keys().cloned().collect()
+    }
+
+    fn mark_synced(&self) {
+        self.synced.store(true, Ordering::Release);
     }
 }
 
@@ -342,61 +344,80 @@ fn apply_worker_cluster(shared: &Arc<Ctx>, wc: WorkerCluster) {
     shared.on_cluster_changed(&name);
 }
 
-fn remove_worker_cluster(shared: &Arc<Ctx>, name: &str) {
-    if let Some(c) = shared.registry.remove(name) {
-        info!(cluster = %name, "WorkerCluster removed");
-        c.cancel.cancel();
-        shared.metrics.forget_cluster(name);
-        shared.on_cluster_changed(name);
-        // A later registration of the same server may be usable now.
-        shared.registry.wake_all();
+/// Removes a cluster (and stops its task); false if it was not registered.
+fn remove_worker_cluster(shared: &Arc<Ctx>, name: &str) -> bool {
+    let Some(c) = shared.registry.remove(name) else {
+        return false;
+    };
+    info!(cluster = %name, "WorkerCluster removed");
+    c.cancel.cancel();
+    shared.metrics.forget_cluster(name);
+    shared.on_cluster_changed(name);
+    // A later registration of the same server may be usable now.
+    shared.registry.wake_all();
+    true
+}
+
+/// The registry as the cache of the WorkerCluster watch: each WorkerCluster is one [`Cluster`]
+/// (with its task), kept in step by [`apply_worker_cluster`] and [`remove_worker_cluster`].
+struct WorkerClusters<'a>(&'a Arc<Ctx>);
+
+impl Cache<WorkerCluster> for WorkerClusters<'_> {
+    type Key = String;
+
+    fn key_of(&self, wc: &WorkerCluster) -> Option<String> {
+        wc.metadata.name.clone().filter(|n| !n.is_empty())
+    }
+
+    fn store(&self, _: &String, wc: WorkerCluster) -> bool {
+        apply_worker_cluster(self.0, wc);
+        true
+    }
+
+    fn drop_key(&self, name: &String) -> bool {
+        remove_worker_cluster(self.0, name)
+    }
+
+    fn cached_keys(&self) -> Vec<String> {
+        self.0
+            .registry
+            .clusters
+            .read_or_recover()
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn mark_synced(&self) {
+        self.0.registry.synced.store(true, Ordering::Release);
     }
 }
 
 /// Watches WorkerClusters (cluster-scoped) and keeps the registry in step.
 pub async fn watch_worker_clusters(shared: Arc<Ctx>) {
     let api: Api<WorkerCluster> = Api::all(shared.mgmt.clone());
-    let stream = watcher::watcher(api, watcher::Config::default()).backoff(Backoff::new(
-        shared.tuning.backoff_min,
-        shared.tuning.backoff_max,
-    ));
-    let mut stream = std::pin::pin!(stream);
-    let mut relist: Option<HashSet<String>> = None;
-    loop {
-        let event = tokio::select! {
-            _ = shared.token.cancelled() => return,
-            e = stream.next() => e,
-        };
-        match event {
-            None => return,
-            Some(Ok(Event::Init)) => relist = Some(HashSet::new()),
-            Some(Ok(Event::InitApply(wc))) => {
-                if let (Some(seen), Some(n)) = (relist.as_mut(), wc.metadata.name.clone()) {
-                    seen.insert(n);
-                }
-                apply_worker_cluster(&shared, wc);
-            }
-            Some(Ok(Event::InitDone)) => {
-                let seen = relist.take().unwrap_or_default();
-                for c in shared.registry.all() {
-                    if !seen.contains(&c.name) {
-                        remove_worker_cluster(&shared, &c.name);
-                    }
-                }
-                if !shared.registry.synced.swap(true, Ordering::AcqRel) {
-                    info!(clusters = seen.len(), "WorkerCluster list synced");
+    let backoff = Backoff::new(shared.tuning.backoff_min, shared.tuning.backoff_max);
+    let cache = WorkerClusters(&shared);
+    let config = watcher::Config::default();
+    watch::run(
+        api,
+        config,
+        backoff,
+        &shared.token,
+        &cache,
+        |change| match change {
+            Change::Stored(_) | Change::Deleted(_) => {}
+            Change::Synced { first, .. } => {
+                if first {
+                    let clusters = shared.registry.clusters.read_or_recover().len();
+                    info!(clusters, "WorkerCluster list synced");
                     shared.ready_changed();
                 }
             }
-            Some(Ok(Event::Apply(wc))) => apply_worker_cluster(&shared, wc),
-            Some(Ok(Event::Delete(wc))) => {
-                if let Some(n) = wc.metadata.name.as_deref() {
-                    remove_worker_cluster(&shared, n);
-                }
-            }
-            Some(Err(e)) => warn!(error = %chain(&e), "WorkerCluster watch failed; retrying"),
-        }
-    }
+            Change::Failed(e) => warn!(error = %e, "WorkerCluster watch failed; retrying"),
+        },
+    )
+    .await;
 }
 
 /// The label selector of the Secrets the controller reads: only those labelled for it, so other
@@ -410,12 +431,8 @@ pub fn kubeconfig_secret_selector() -> String {
 pub async fn watch_secrets(shared: Arc<Ctx>) {
     let api: Api<Secret> = Api::namespaced(shared.mgmt.clone(), &shared.cfg.namespace);
     let config = watcher::Config::default().labels(&kubeconfig_secret_selector());
-    let stream = watcher::watcher(api, config).backoff(Backoff::new(
-        shared.tuning.backoff_min,
-        shared.tuning.backoff_max,
-    ));
-    let mut stream = std::pin::pin!(stream);
-    let mut relist: Option<HashSet<String>> = None;
+    let backoff = Backoff::new(shared.tuning.backoff_min, shared.tuning.backoff_max);
+    let cache = &shared.registry.secrets;
     let wake_users = |name: &str| {
         for c in shared.registry.all() {
             if c.worker_cluster().spec.kubeconfig_secret_ref.name == name {
@@ -423,41 +440,26 @@ pub async fn watch_secrets(shared: Arc<Ctx>) {
             }
         }
     };
-    loop {
-        let event = tokio::select! {
-            _ = shared.token.cancelled() => return,
-            e = stream.next() => e,
-        };
-        match event {
-            None => return,
-            Some(Ok(Event::Init)) => relist = Some(HashSet::new()),
-            Some(Ok(Event::InitApply(s) | Event::Apply(s))) => {
-                let name = s.metadata.name.clone().unwrap_or_default();
-                if let Some(seen) = relist.as_mut() {
-                    seen.insert(name.clone());
-                }
-                if shared.registry.secrets.put(&s) {
+    watch::run(
+        api,
+        config,
+        backoff,
+        &shared.token,
+        cache,
+        |change| match change {
+            Change::Stored(name) | Change::Deleted(name) => wake_users(&name),
+            Change::Synced { gone, first } => {
+                for name in gone {
                     wake_users(&name);
                 }
-            }
-            Some(Ok(Event::Delete(s))) => {
-                let name = s.metadata.name.clone().unwrap_or_default();
-                if shared.registry.secrets.remove(&name) {
-                    wake_users(&name);
-                }
-            }
-            Some(Ok(Event::InitDone)) => {
-                let seen = relist.take().unwrap_or_default();
-                for gone in shared.registry.secrets.retain(&seen) {
-                    wake_users(&gone);
-                }
-                if !shared.registry.secrets.synced.swap(true, Ordering::AcqRel) {
+                if first {
                     shared.registry.wake_all();
                     shared.ready_changed();
                 }
             }
             // The error names the namespace and the HTTP status, never Secret contents.
-            Some(Err(e)) => warn!(error = %chain(&e), "Secret watch failed; retrying"),
-        }
-    }
+            Change::Failed(e) => warn!(error = %e, "Secret watch failed; retrying"),
+        },
+    )
+    .await;
 }

@@ -2,22 +2,20 @@
 //! `spec.namespaceSelector` match), and the `kube-system` namespace's UID (this management
 //! cluster's identity in origin id claims). Fed by a metadata-only watch of Namespaces.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::core::PartialObjectMeta;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 use tracing::{info, warn};
 
 use super::Ctx;
 use crate::backoff::Backoff;
-use crate::errors::chain;
 use crate::locks::RwLockExt as _;
+use crate::watch::{self, Cache, Change};
 
 type Labels = Arc<BTreeMap<String, String>>;
 
@@ -44,30 +42,39 @@ impl NamespaceLabels {
     pub fn kube_system_uid(&self) -> Option<String> {
         self.kube_system_uid.read_or_recover().clone()
     }
+}
 
-    /// Stores a namespace; true if its labels changed.
-    fn put(&self, ns: &PartialObjectMeta<Namespace>) -> bool {
-        let Some(name) = ns.metadata.name.clone() else {
-            return false;
-        };
+impl Cache<PartialObjectMeta<Namespace>> for NamespaceLabels {
+    type Key = String;
+
+    fn key_of(&self, ns: &PartialObjectMeta<Namespace>) -> Option<String> {
+        ns.metadata.name.clone()
+    }
+
+    /// Stores a namespace's labels; true if they changed.
+    fn store(&self, name: &String, ns: PartialObjectMeta<Namespace>) -> bool {
         if name == "kube-system" {
             *self.kube_system_uid.write_or_recover() = ns.metadata.uid.clone();
         }
-        let labels = ns.metadata.labels.clone().unwrap_or_default();
+        let labels = ns.metadata.labels.unwrap_or_default();
         let mut map = self.map.write_or_recover();
-        if map.get(&name).is_some_and(|old| **old == labels) {
+        if map.get(name).is_some_and(|old| **old == labels) {
             return false;
         }
-        map.insert(name, Arc::new(labels));
+        map.insert(name.clone(), Arc::new(labels));
         true
     }
 
-    fn remove(&self, name: &str) {
-        self.map.write_or_recover().remove(name);
+    fn drop_key(&self, name: &String) -> bool {
+        self.map.write_or_recover().remove(name).is_some()
     }
 
-    fn retain(&self, keep: &HashSet<String>) {
-        self.map.write_or_recover().retain(|k, _| keep.contains(k));
+    fn cached_keys(&self) -> Vec<String> {
+        self.map.read_or_recover().keys().cloned().collect()
+    }
+
+    fn mark_synced(&self) {
+        self.synced.store(true, Ordering::Release);
     }
 }
 
@@ -75,43 +82,30 @@ impl NamespaceLabels {
 /// re-examines the origins in it (a WorkerCluster may take them now, or no longer).
 pub async fn watch(shared: Arc<Ctx>) {
     let api: Api<PartialObjectMeta<Namespace>> = Api::all(shared.mgmt.clone());
-    let stream = watcher::watcher(api, watcher::Config::default()).backoff(Backoff::new(
-        shared.tuning.backoff_min,
-        shared.tuning.backoff_max,
-    ));
-    let mut stream = std::pin::pin!(stream);
+    let backoff = Backoff::new(shared.tuning.backoff_min, shared.tuning.backoff_max);
     let cache = &shared.registry.namespaces;
-    let mut relist: Option<HashSet<String>> = None;
-    loop {
-        let event = tokio::select! {
-            _ = shared.token.cancelled() => return,
-            e = stream.next() => e,
-        };
-        match event {
-            None => return,
-            Some(Ok(Event::Init)) => relist = Some(HashSet::new()),
-            Some(Ok(Event::InitApply(ns) | Event::Apply(ns))) => {
-                let name = ns.metadata.name.clone().unwrap_or_default();
-                if let Some(seen) = relist.as_mut() {
-                    seen.insert(name.clone());
-                }
-                if cache.put(&ns) && cache.is_synced() {
+    let config = watcher::Config::default();
+    watch::run(
+        api,
+        config,
+        backoff,
+        &shared.token,
+        cache,
+        |change| match change {
+            Change::Stored(name) => {
+                if cache.is_synced() {
                     shared.hooks.namespace_changed(&name);
                 }
             }
-            Some(Ok(Event::Delete(ns))) => {
-                if let Some(name) = ns.metadata.name.as_deref() {
-                    cache.remove(name);
-                }
-            }
-            Some(Ok(Event::InitDone)) => {
-                cache.retain(&relist.take().unwrap_or_default());
-                if !cache.synced.swap(true, Ordering::AcqRel) {
+            Change::Deleted(_) => {}
+            Change::Synced { first, .. } => {
+                if first {
                     info!("namespace list synced");
                     shared.registry.wake_all();
                 }
             }
-            Some(Err(e)) => warn!(error = %chain(&e), "Namespace watch failed; retrying"),
-        }
-    }
+            Change::Failed(e) => warn!(error = %e, "Namespace watch failed; retrying"),
+        },
+    )
+    .await;
 }

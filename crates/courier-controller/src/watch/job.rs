@@ -1,0 +1,131 @@
+//! [`SlimJob`]: a `batch/v1` Job as the origin and mirror watches (and the answers to origin writes)
+//! decode it. Only the metadata fields Courier reads are decoded (no managedFields, no owner
+//! references); the spec stays the JSON text it arrived in, decoded only where a projection reads
+//! it; the status is kept as JSON for the projections to read. A watch event therefore costs one
+//! parse of the object and no re-serialisation.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::core::NamespaceResourceScope;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// A Job, decoded only as far as Courier reads it.
+#[derive(Clone, Debug, Deserialize)]
+pub struct SlimJob {
+    #[serde(deserialize_with = "slim_meta", default)]
+    pub metadata: ObjectMeta,
+    /// The spec as the JSON text it arrived in.
+    #[serde(default)]
+    pub spec: Option<Box<RawValue>>,
+    #[serde(default)]
+    pub status: Option<Value>,
+}
+
+impl SlimJob {
+    /// The spec as JSON (`Null` when absent or unreadable).
+    pub fn spec_value(&self) -> Value {
+        self.spec
+            .as_deref()
+            .and_then(|s| serde_json::from_str(s.get()).ok())
+            .unwrap_or(Value::Null)
+    }
+}
+
+/// The metadata fields Courier reads; every other field (managedFields above all) is skipped
+/// without being decoded.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Meta {
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    generation: Option<i64>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    finalizers: Option<Vec<String>>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    let m = Meta::deserialize(d)?;
+    Ok(ObjectMeta {
+        name: m.name,
+        namespace: m.namespace,
+        uid: m.uid,
+        resource_version: m.resource_version,
+        generation: m.generation,
+        creation_timestamp: m.creation_timestamp,
+        deletion_timestamp: m.deletion_timestamp,
+        finalizers: m.finalizers,
+        labels: m.labels,
+        annotations: m.annotations,
+        ..ObjectMeta::default()
+    })
+}
+
+impl kube::Resource for SlimJob {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Job".into()
+    }
+
+    fn group(_: &()) -> Cow<'_, str> {
+        "batch".into()
+    }
+
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+
+    fn plural(_: &()) -> Cow<'_, str> {
+        "jobs".into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_what_courier_reads_and_skips_the_rest() {
+        let text = r#"{"apiVersion":"batch/v1","kind":"Job",
+            "metadata":{"name":"a","namespace":"ns","uid":"u","resourceVersion":"7","generation":2,
+              "labels":{"l":"1"},"annotations":null,"finalizers":["f"],
+              "creationTimestamp":"2026-01-01T00:00:00Z",
+              "managedFields":[{"manager":"kubectl","fieldsV1":{"f:spec":{}}}],
+              "ownerReferences":[{"apiVersion":"v1","kind":"X","name":"x","uid":"y"}]},
+            "spec":{"parallelism":2,"template":{"spec":{"containers":[]}}},
+            "status":{"active":1}}"#;
+        let job: SlimJob = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}"));
+        let m = &job.metadata;
+        assert_eq!(m.name.as_deref(), Some("a"));
+        assert_eq!(m.resource_version.as_deref(), Some("7"));
+        assert_eq!(m.generation, Some(2));
+        assert_eq!(m.labels.as_ref().map(BTreeMap::len), Some(1));
+        assert_eq!(m.annotations, None);
+        assert!(m.managed_fields.is_none() && m.owner_references.is_none());
+        assert_eq!(
+            job.spec.as_deref().map(RawValue::get),
+            Some(r#"{"parallelism":2,"template":{"spec":{"containers":[]}}}"#),
+            "the spec is kept as the text it arrived in"
+        );
+        assert_eq!(job.spec_value()["parallelism"], 2);
+        assert_eq!(job.status, Some(serde_json::json!({"active": 1})));
+    }
+}
