@@ -18,7 +18,7 @@ pub mod namespaces;
 pub mod status;
 
 use crate::locks::RwLockExt as _;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::backoff::Backoff;
-use crate::watch::{self, Cache, Change};
+use crate::watch::{self, Cache, Change, NamedValues};
 pub use context::{Ctx, Hooks};
 use mirrors::MirrorCache;
 
@@ -211,17 +211,16 @@ pub type SecretData = Arc<BTreeMap<String, Vec<u8>>>;
 /// Kubeconfig Secrets in Courier's namespace: name -> data.
 #[derive(Default)]
 pub struct Secrets {
-    map: RwLock<HashMap<String, SecretData>>,
-    synced: AtomicBool,
+    values: NamedValues<BTreeMap<String, Vec<u8>>>,
 }
 
 impl Secrets {
     pub fn is_synced(&self) -> bool {
-        self.synced.load(Ordering::Acquire)
+        self.values.is_synced()
     }
 
     pub fn get(&self, name: &str) -> Option<SecretData> {
-        self.map.read_or_recover().get(name).cloned()
+        self.values.get(name)
     }
 }
 
@@ -234,30 +233,25 @@ impl Cache<Secret> for Secrets {
 
     /// Stores a Secret's data (nothing else of it); true if the data changed.
     fn store(&self, name: &String, s: Secret) -> bool {
-        let data: BTreeMap<String, Vec<u8>> = s
+        let data = s
             .data
             .into_iter()
             .flatten()
             .map(|(k, v)| (k, v.0))
             .collect();
-        let mut map = self.map.write_or_recover();
-        if map.get(name).is_some_and(|old| **old == data) {
-            return false;
-        }
-        map.insert(name.clone(), Arc::new(data));
-        true
+        self.values.put(name, data)
     }
 
     fn drop_key(&self, name: &String) -> bool {
-        self.map.write_or_recover().remove(name).is_some()
+        self.values.remove(name)
     }
 
     fn cached_keys(&self) -> Vec<String> {
-        self.map.read_or_recover().keys().cloned().collect()
+        self.values.names()
     }
 
     fn mark_synced(&self) {
-        self.synced.store(true, Ordering::Release);
+        self.values.mark_synced();
     }
 }
 

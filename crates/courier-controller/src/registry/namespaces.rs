@@ -2,8 +2,7 @@
 //! `spec.namespaceSelector` match), and the `kube-system` namespace's UID (this management
 //! cluster's identity in origin id claims). Fed by a metadata-only watch of Namespaces.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -15,27 +14,26 @@ use tracing::{info, warn};
 use super::Ctx;
 use crate::backoff::Backoff;
 use crate::locks::RwLockExt as _;
-use crate::watch::{self, Cache, Change};
+use crate::watch::{self, Cache, Change, NamedValues};
 
 type Labels = Arc<BTreeMap<String, String>>;
 
 /// Labels of every management namespace.
 #[derive(Default)]
 pub struct NamespaceLabels {
-    map: RwLock<HashMap<String, Labels>>,
+    values: NamedValues<BTreeMap<String, String>>,
     kube_system_uid: RwLock<Option<String>>,
-    synced: AtomicBool,
 }
 
 impl NamespaceLabels {
     /// The namespace list has been read at least once.
     pub fn is_synced(&self) -> bool {
-        self.synced.load(Ordering::Acquire)
+        self.values.is_synced()
     }
 
     /// The labels of namespace `name`, if the cache has it.
     pub fn get(&self, name: &str) -> Option<Labels> {
-        self.map.read_or_recover().get(name).cloned()
+        self.values.get(name)
     }
 
     /// The UID of the management cluster's `kube-system` namespace, once seen.
@@ -56,25 +54,20 @@ impl Cache<PartialObjectMeta<Namespace>> for NamespaceLabels {
         if name == "kube-system" {
             *self.kube_system_uid.write_or_recover() = ns.metadata.uid.clone();
         }
-        let labels = ns.metadata.labels.unwrap_or_default();
-        let mut map = self.map.write_or_recover();
-        if map.get(name).is_some_and(|old| **old == labels) {
-            return false;
-        }
-        map.insert(name.clone(), Arc::new(labels));
-        true
+        self.values
+            .put(name, ns.metadata.labels.unwrap_or_default())
     }
 
     fn drop_key(&self, name: &String) -> bool {
-        self.map.write_or_recover().remove(name).is_some()
+        self.values.remove(name)
     }
 
     fn cached_keys(&self) -> Vec<String> {
-        self.map.read_or_recover().keys().cloned().collect()
+        self.values.names()
     }
 
     fn mark_synced(&self) {
-        self.synced.store(true, Ordering::Release);
+        self.values.mark_synced();
     }
 }
 

@@ -30,7 +30,9 @@ use crate::backoff::Backoff;
 use crate::errors::chain;
 
 pub mod job;
+mod named;
 pub use job::SlimJob;
+pub use named::NamedValues;
 
 /// A compact cache of one watched kind.
 pub trait Cache<K>: Send + Sync {
