@@ -203,16 +203,20 @@ async fn reconcile(shared: &Arc<Ctx>, key: &ObjectKey) -> Result<Option<Duration
         return Ok(None);
     };
     let now = Timestamp::now();
-    let first = decide(&ReconcileInput {
-        origin: &inputs.entry.view,
-        origin_json: None,
-        mirrors: &inputs.mirrors,
-        clusters: &inputs.clusters,
-        namespace_labels: &inputs.namespace_labels,
-        config: &shared.dispatch,
-        hints: &inputs.hints,
-        now,
-    });
+    // The same inputs and moment for every decision of this pass; only the origin differs.
+    let decide_on = |origin: &OriginView, origin_json: Option<&Value>| -> Decision {
+        decide(&ReconcileInput {
+            origin,
+            origin_json,
+            mirrors: &inputs.mirrors,
+            clusters: &inputs.clusters,
+            namespace_labels: &inputs.namespace_labels,
+            config: &shared.dispatch,
+            hints: &inputs.hints,
+            now,
+        })
+    };
+    let first = decide_on(&inputs.entry.view, None);
     if !first.needs_fresh_origin {
         shared.record_wait(key, first.wait.as_ref());
         return execute(shared, key, &inputs.entry.view, &inputs, first).await;
@@ -223,16 +227,7 @@ async fn reconcile(shared: &Arc<Ctx>, key: &ObjectKey) -> Result<Option<Duration
     if !mirror_ahead(&inputs)
         && let Ok(json) = serde_json::from_str::<Value>(&inputs.entry.source)
     {
-        let decision = decide(&ReconcileInput {
-            origin: &inputs.entry.view,
-            origin_json: Some(&json),
-            mirrors: &inputs.mirrors,
-            clusters: &inputs.clusters,
-            namespace_labels: &inputs.namespace_labels,
-            config: &shared.dispatch,
-            hints: &inputs.hints,
-            now,
-        });
+        let decision = decide_on(&inputs.entry.view, Some(&json));
         shared.record_wait(key, decision.wait.as_ref());
         return execute(shared, key, &inputs.entry.view, &inputs, decision).await;
     }
@@ -248,16 +243,7 @@ async fn reconcile(shared: &Arc<Ctx>, key: &ObjectKey) -> Result<Option<Duration
     if let Ok(Some(entry)) = store::trim(&json) {
         shared.origins.upsert(key.clone(), entry);
     }
-    let decision: Decision = decide(&ReconcileInput {
-        origin: &view,
-        origin_json: Some(&json),
-        mirrors: &inputs.mirrors,
-        clusters: &inputs.clusters,
-        namespace_labels: &inputs.namespace_labels,
-        config: &shared.dispatch,
-        hints: &inputs.hints,
-        now,
-    });
+    let decision = decide_on(&view, Some(&json));
     shared.record_wait(key, decision.wait.as_ref());
     execute(shared, key, &view, &inputs, decision).await
 }
