@@ -270,6 +270,29 @@ mod tests {
         assert_eq!(e.metric_reason(), "server_error");
     }
 
+    /// The wait a Status asks for (`details.retryAfterSeconds`) reaches the error; none without.
+    #[test]
+    fn a_status_retry_after_is_kept() {
+        let status = |details: serde_json::Value| -> kube::Error {
+            let v = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "code": 429, "reason": "TooManyRequests", "message": "slow down",
+                "details": details});
+            match serde_json::from_value::<kube::core::Status>(v) {
+                Ok(s) => kube::Error::Api(Box::new(s)),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        let e = CallError::from_kube(status(serde_json::json!({"retryAfterSeconds": 3})));
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
+        assert_eq!(e.metric_reason(), "throttled");
+        let e = CallError::from_kube(status(serde_json::json!({})));
+        assert_eq!((e.code(), e.retry_after()), (Some(429), None));
+        assert_eq!(
+            CallError::Timeout(Duration::from_secs(1)).retry_after(),
+            None
+        );
+    }
+
     #[test]
     fn quotes_are_cut_on_a_character_boundary() {
         assert_eq!(quote("short"), "short");

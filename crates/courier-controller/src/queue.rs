@@ -422,6 +422,44 @@ mod tests {
         assert!(q.retry(k("a")) <= Duration::from_millis(10));
     }
 
+    /// A server's `Retry-After` longer than the backoff: the key waits that long even when added
+    /// meanwhile (a watch event) or marked dirty while in flight; other keys keep flowing; the wait
+    /// is capped at the retry max; a wait shorter than the backoff changes nothing.
+    ///
+    /// Seen failing with the `held` check in `State::enqueue` dropped: "others keep flowing" (the
+    /// throttled key was handed out at once, before the other).
+    #[tokio::test(start_paused = true)]
+    async fn a_server_wait_holds_the_key_against_adds_and_is_capped() {
+        let q = q();
+        let start = Instant::now();
+        assert_eq!(next_now(&q).await, None);
+        q.add(k("a"));
+        let a = next_now(&q).await;
+        assert_eq!(a, Some(k("a")));
+        let wait = Duration::from_millis(500);
+        assert_eq!(q.retry_no_sooner(k("a"), Some(wait)), wait);
+        q.add_urgent(k("a"));
+        q.done(&k("a"));
+        q.add(k("a"));
+        q.add(k("b"));
+        assert_eq!(next_now(&q).await, Some(k("b")), "others keep flowing");
+        q.done(&k("b"));
+        assert_eq!(q.next().await, k("a"));
+        assert!(start.elapsed() >= wait, "{:?}", start.elapsed());
+        q.done(&k("a"));
+        q.forget(&k("a"));
+        // A hostile wait is capped at the retry max (1 s here).
+        let capped = q.retry_no_sooner(k("c"), Some(Duration::from_secs(3600)));
+        assert_eq!(capped, Duration::from_secs(1));
+        // Shorter than the backoff: the backoff, and no hold.
+        q.retry(k("d"));
+        q.retry(k("d"));
+        let d = q.retry_no_sooner(k("d"), Some(Duration::from_millis(1)));
+        assert!(d > Duration::from_millis(1), "{d:?}");
+        q.add(k("d"));
+        assert_eq!(next_now(&q).await, Some(k("d")), "not held");
+    }
+
     /// Four workers on two threads, each key re-added while a worker holds it (a watch event in
     /// the middle of a reconcile; odd keys in the urgent lane): every key is handed out exactly
     /// twice (once, then once more after `done`), and never to two workers at once. (The test this
