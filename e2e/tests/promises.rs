@@ -361,11 +361,10 @@ fn object_of(r: &Value) -> String {
     }
 }
 
-/// For each injected 429 on a write to a known object (patch, update, delete by name; a create by
-/// the name in its body), the next request of the same client for the same object and verb must
-/// come no sooner than the `Retry-After` it was told (minus a 10% margin for clock granularity).
-/// Returns the violations and the number of 429s followed by a retry.
-fn early_retries(records: &[Value]) -> (Vec<String>, usize) {
+/// Each injected fault answering `code` to a write of a known object (patch, update, delete by name;
+/// a create by the name in its body), with the milliseconds until the same client's next request
+/// for the same object and verb (`None`: never retried, or a time that does not parse).
+fn retried_faults(records: &[Value], code: u64) -> Vec<(&Value, Option<i128>)> {
     let key = |r: &Value| {
         (
             r["user"].to_string(),
@@ -387,23 +386,29 @@ fn early_retries(records: &[Value]) -> (Vec<String>, usize) {
         let s: f64 = parts.next()?.parse().ok()?;
         Some((h * 3600 + m * 60) * 1_000_000_000 + (s * 1e9) as i128)
     };
+    records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r["fault"]["code"] == code && is_write(r) && !object_of(r).is_empty())
+        .map(|(i, r)| {
+            let next = records[i + 1..].iter().find(|n| key(n) == key(r));
+            let gap = next.and_then(|n| Some((nanos(n)? - nanos(r)?) / 1_000_000));
+            (r, gap)
+        })
+        .collect()
+}
+
+/// For each injected 429 on a write to a known object, the next request of the same client for the
+/// same object and verb must come no sooner than the `Retry-After` it was told (minus a 10% margin
+/// for clock granularity). Returns the violations and the number of 429s followed by a retry.
+fn early_retries(records: &[Value]) -> (Vec<String>, usize) {
     let mut bad = Vec::new();
     let mut paired = 0;
-    for (i, r) in records.iter().enumerate() {
-        let Some(after) = r["fault"]["retryAfterSeconds"].as_u64() else {
-            continue;
-        };
-        if !is_write(r) || object_of(r).is_empty() {
-            continue;
-        }
-        let Some(next) = records[i + 1..].iter().find(|n| key(n) == key(r)) else {
+    for (r, gap) in retried_faults(records, 429) {
+        let (Some(after), Some(gap_ms)) = (r["fault"]["retryAfterSeconds"].as_u64(), gap) else {
             continue;
         };
         paired += 1;
-        let (Some(t0), Some(t1)) = (nanos(r), nanos(next)) else {
-            continue;
-        };
-        let gap_ms = (t1 - t0) / 1_000_000;
         if gap_ms < i128::from(after) * 900 {
             bad.push(format!(
                 "{} ({}) retried after {gap_ms} ms (Retry-After {after} s)",
@@ -417,7 +422,8 @@ fn early_retries(records: &[Value]) -> (Vec<String>, usize) {
 
 /// 500s and 429s (`Retry-After: 1`) on worker w1 and on the management cluster while 20 Jobs are
 /// dispatched, and on w1 the first three mirror creates throttled for certain: every Job finishes,
-/// each ran once, and no write answered 429 is retried before its `Retry-After`, on either side.
+/// each ran once, no write answered 429 is retried before its `Retry-After`, on either side, and
+/// every origin status write answered 500 is written again within 10 s (the queue's backoff).
 ///
 /// The management client is kube's default one, whose retry policy waits out `Retry-After`; worker
 /// clients have kube's retries off and the controller requeues the origin no sooner than the
@@ -459,6 +465,7 @@ async fn faults_on_a_worker_and_the_management_cluster() -> anyhow::Result<()> {
         let mut throttled = 0;
         let mut violations = Vec::new();
         let (mut mgmt_paired, mut w1_paired) = (0, 0);
+        let mut status_after_500: Vec<(String, Option<i128>)> = Vec::new();
         for k in [&env.mgmt, &env.workers[0]] {
             let records = k.recorded().await?;
             throttled += records.iter().filter(|r| r["fault"]["code"] == 429).count();
@@ -466,6 +473,11 @@ async fn faults_on_a_worker_and_the_management_cluster() -> anyhow::Result<()> {
             eprintln!("{}: {paired} throttled writes retried", k.name);
             if k.name == env.mgmt.name {
                 mgmt_paired = paired;
+                status_after_500 = retried_faults(&records, 500)
+                    .into_iter()
+                    .filter(|(r, _)| r["subresource"] == "status")
+                    .map(|(r, gap)| (object_of(r), gap))
+                    .collect();
             } else {
                 w1_paired = paired;
             }
@@ -485,6 +497,27 @@ async fn faults_on_a_worker_and_the_management_cluster() -> anyhow::Result<()> {
         ensure!(
             w1_paired > 0,
             "no throttled write on w1 was retried: the spacing was not measured"
+        );
+        // A status copy answered 500 on the management cluster goes back to the work queue's
+        // backoff (100 ms, doubling; reset by a success): it is written again, soon.
+        let mut gaps: Vec<i128> = status_after_500.iter().filter_map(|(_, g)| *g).collect();
+        gaps.sort_unstable();
+        eprintln!(
+            "{}: {} status writes answered 500, written again after {gaps:?} ms",
+            env.mgmt.name,
+            status_after_500.len()
+        );
+        let lost: Vec<_> = status_after_500
+            .iter()
+            .filter(|(_, g)| g.is_none())
+            .collect();
+        ensure!(
+            lost.is_empty(),
+            "status writes answered 500 never written again: {lost:?}"
+        );
+        ensure!(
+            gaps.last().is_none_or(|g| *g < 10_000),
+            "a status write answered 500 waited {gaps:?} ms to be written again"
         );
         ensure!(
             violations.is_empty(),
