@@ -434,10 +434,10 @@ fn early_retries(records: &[Value]) -> (Vec<String>, usize) {
 /// (`default_retry = false` in `courier run`): "24 writes retried before Retry-After: management:
 /// kubesim-admin patch jobs/default/f-01 -> 429 retried after 81 ms (Retry-After 1 s) ...".
 /// Seen failing on the worker side on the code before the fix (an error requeued after the queue's
-/// backoff only, `WorkQueue::retry`): "4 writes retried before Retry-After: w1: kubesim-admin
-/// create jobs/default/ -> 429 (f-02) retried after 2 ms (Retry-After 1 s) ... (f-13) retried
-/// after 97 ms": the 2 ms ones by the reconcile's own requeue (the key was dirty), the ~100 ms ones
-/// by the backoff.
+/// backoff only: `retry_no_sooner(key, None)` in `origin::reconcile::run`): "4 writes retried
+/// before Retry-After: w1: kubesim-admin create jobs/default/ -> 429 (f-02) retried after 2 ms
+/// (Retry-After 1 s) ... (f-13) retried after 97 ms": the 2 ms ones by the reconcile's own
+/// requeue (the key was dirty), the ~100 ms ones by the backoff.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_on_a_worker_and_the_management_cluster() -> anyhow::Result<()> {
     let mut env = Env::start("faults", EnvOptions::default()).await?;

@@ -7,7 +7,7 @@
 //! - **Two lanes**: [`WorkQueue::add_urgent`] (a mirror changed: its status is waiting to be copied)
 //!   is served before [`WorkQueue::add`] (new origins, resyncs), so a burst of new Jobs does not
 //!   hold up the status of running ones. A key queued in both lanes is handed out once.
-//! - **Retry backoff**: [`WorkQueue::retry`] requeues after a per-key exponential backoff with jitter;
+//! - **Retry backoff**: [`WorkQueue::retry_no_sooner`] requeues after a per-key exponential backoff with jitter;
 //!   [`WorkQueue::forget`] clears it after a success.
 //! - **Server-asked waits**: [`WorkQueue::retry_no_sooner`] also holds the key until the wait a
 //!   server asked for (`Retry-After`) has passed: adds meanwhile (watch events, the reconcile's own
@@ -200,11 +200,6 @@ impl WorkQueue {
             // A waiting worker may need to shorten its sleep.
             self.notify.notify_one();
         }
-    }
-
-    /// Requeues `key` after its next per-key backoff delay.
-    pub fn retry(&self, key: ObjectKey) -> Duration {
-        self.retry_no_sooner(key, None)
     }
 
     /// Requeues `key` after its next per-key backoff delay, or after `server_wait` (a server's
@@ -413,13 +408,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn retry_backs_off_per_key_and_forget_resets() {
         let q = q();
-        let d1 = q.retry(k("a"));
-        let d2 = q.retry(k("a"));
-        let d3 = q.retry(k("a"));
+        let d1 = q.retry_no_sooner(k("a"), None);
+        let d2 = q.retry_no_sooner(k("a"), None);
+        let d3 = q.retry_no_sooner(k("a"), None);
         assert!(d1 <= Duration::from_millis(10));
         assert!(d3 >= Duration::from_millis(20), "{d1:?} {d2:?} {d3:?}");
         q.forget(&k("a"));
-        assert!(q.retry(k("a")) <= Duration::from_millis(10));
+        assert!(q.retry_no_sooner(k("a"), None) <= Duration::from_millis(10));
     }
 
     /// A server's `Retry-After` longer than the backoff: the key waits that long even when added
@@ -452,8 +447,8 @@ mod tests {
         let capped = q.retry_no_sooner(k("c"), Some(Duration::from_secs(3600)));
         assert_eq!(capped, Duration::from_secs(1));
         // Shorter than the backoff: the backoff, and no hold.
-        q.retry(k("d"));
-        q.retry(k("d"));
+        q.retry_no_sooner(k("d"), None);
+        q.retry_no_sooner(k("d"), None);
         let d = q.retry_no_sooner(k("d"), Some(Duration::from_millis(1)));
         assert!(d > Duration::from_millis(1), "{d:?}");
         q.add(k("d"));
