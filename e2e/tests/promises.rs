@@ -437,7 +437,9 @@ fn early_retries(records: &[Value]) -> (Vec<String>, usize) {
 /// backoff only: `retry_no_sooner(key, None)` in `origin::reconcile::run`): "4 writes retried
 /// before Retry-After: w1: kubesim-admin create jobs/default/ -> 429 (f-02) retried after 2 ms
 /// (Retry-After 1 s) ... (f-13) retried after 97 ms": the 2 ms ones by the reconcile's own
-/// requeue (the key was dirty), the ~100 ms ones by the backoff.
+/// requeue (the key was dirty), the ~100 ms ones by the backoff. The status check failed with the
+/// queue's first retry delay at 12 s instead of 100 ms: "a status write answered 500 waited [2, 4,
+/// ..., 7928, 13528] ms to be written again".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_on_a_worker_and_the_management_cluster() -> anyhow::Result<()> {
     let mut env = Env::start("faults", EnvOptions::default()).await?;
