@@ -477,7 +477,7 @@ async fn faults_on_a_worker_and_the_management_cluster() -> anyhow::Result<()> {
                 mgmt_paired = paired;
                 status_after_500 = retried_faults(&records, 500)
                     .into_iter()
-                    .filter(|(r, _)| r["subresource"] == "status")
+                    .filter(|(r, _)| r["resource"] == "jobs" && r["subresource"] == "status")
                     .map(|(r, gap)| (object_of(r), gap))
                     .collect();
             } else {
