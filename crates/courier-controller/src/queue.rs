@@ -7,8 +7,8 @@
 //! - **Two lanes**: [`WorkQueue::add_urgent`] (a mirror changed: its status is waiting to be copied)
 //!   is served before [`WorkQueue::add`] (new origins, resyncs), so a burst of new Jobs does not
 //!   hold up the status of running ones. A key queued in both lanes is handed out once.
-//! - **Retry backoff**: [`WorkQueue::retry_no_sooner`] requeues after a per-key exponential backoff with jitter;
-//!   [`WorkQueue::forget`] clears it after a success.
+//! - **Retry backoff**: [`WorkQueue::retry_no_sooner`] requeues after a per-key exponential backoff
+//!   with jitter; [`WorkQueue::forget`] clears it after a success.
 //! - **Server-asked waits**: [`WorkQueue::retry_no_sooner`] also holds the key until the wait a
 //!   server asked for (`Retry-After`) has passed: adds meanwhile (watch events, the reconcile's own
 //!   requeue) are turned into a delayed add at that moment, so the throttled call is not made again
