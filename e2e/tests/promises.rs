@@ -332,7 +332,9 @@ async fn lost_worker_returns_with_another_outcome() -> anyhow::Result<()> {
     env.finish(r)
 }
 
-/// Creates `job`, retrying what the injected faults answered (they never reach storage).
+/// Creates `job`, retrying what the injected faults answered (they never reach storage), a 429
+/// no sooner than its `Retry-After` (the test's creates are recorded with Courier's own writes on
+/// the management cluster, under the same user).
 async fn create_through_faults(env: &Env, job: Value) -> anyhow::Result<()> {
     let job: Job = serde_json::from_value(job)?;
     for _ in 0..50 {
@@ -340,7 +342,9 @@ async fn create_through_faults(env: &Env, job: Value) -> anyhow::Result<()> {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
             Err(kube::Error::Api(s)) if s.code == 500 || s.code == 429 => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                let asked = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
+                let wait = Duration::from_secs(asked.into()).max(Duration::from_millis(50));
+                tokio::time::sleep(wait).await;
             }
             Err(e) => return Err(e.into()),
         }
@@ -348,12 +352,19 @@ async fn create_through_faults(env: &Env, job: Value) -> anyhow::Result<()> {
     bail!("could not create a Job through the faults in 50 tries")
 }
 
-/// For each injected 429 on a write to a named object (patch, update, delete; a create POSTs to the
-/// collection, so two creates cannot be told apart from a retry by their URL), the next request of
-/// the same client for the same object and verb must come no sooner than the `Retry-After` it was
-/// told (minus a 10% margin for clock granularity). Returns the violations and the number of 429s
-/// followed by a retry.
-fn early_retries(records: &[Value]) -> (Vec<String>, usize) {
+/// The object a recorded request is about: its `name`, or for a create (a POST to the collection)
+/// the `object` kubesim read from the body or the answer. Empty when neither is known.
+fn object_of(r: &Value) -> String {
+    match r["name"].as_str() {
+        Some(name) if !name.is_empty() => name.to_string(),
+        _ => r["object"].as_str().unwrap_or_default().to_string(),
+    }
+}
+
+/// Each injected fault answering `code` to a write of a known object (patch, update, delete by name;
+/// a create by the name in its body), with the milliseconds until the same client's next request
+/// for the same object and verb (`None`: never retried, or a time that does not parse).
+fn retried_faults(records: &[Value], code: u64) -> Vec<(&Value, Option<i128>)> {
     let key = |r: &Value| {
         (
             r["user"].to_string(),
@@ -361,7 +372,7 @@ fn early_retries(records: &[Value]) -> (Vec<String>, usize) {
             r["resource"].to_string(),
             r["subresource"].to_string(),
             r["namespace"].to_string(),
-            r["name"].to_string(),
+            object_of(r),
         )
     };
     let nanos = |r: &Value| -> Option<i128> {
@@ -375,27 +386,34 @@ fn early_retries(records: &[Value]) -> (Vec<String>, usize) {
         let s: f64 = parts.next()?.parse().ok()?;
         Some((h * 3600 + m * 60) * 1_000_000_000 + (s * 1e9) as i128)
     };
+    records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r["fault"]["code"] == code && is_write(r) && !object_of(r).is_empty())
+        .map(|(i, r)| {
+            let next = records[i + 1..].iter().find(|n| key(n) == key(r));
+            let gap = next.and_then(|n| Some((nanos(n)? - nanos(r)?) / 1_000_000));
+            (r, gap)
+        })
+        .collect()
+}
+
+/// For each injected 429 on a write to a known object, the next request of the same client for the
+/// same object and verb must come no sooner than the `Retry-After` it was told (minus a 10% margin
+/// for clock granularity). Returns the violations and the number of 429s followed by a retry.
+fn early_retries(records: &[Value]) -> (Vec<String>, usize) {
     let mut bad = Vec::new();
     let mut paired = 0;
-    for (i, r) in records.iter().enumerate() {
-        let Some(after) = r["fault"]["retryAfterSeconds"].as_u64() else {
-            continue;
-        };
-        if !is_write(r) || r["name"] == "" {
-            continue;
-        }
-        let Some(next) = records[i + 1..].iter().find(|n| key(n) == key(r)) else {
+    for (r, gap) in retried_faults(records, 429) {
+        let (Some(after), Some(gap_ms)) = (r["fault"]["retryAfterSeconds"].as_u64(), gap) else {
             continue;
         };
         paired += 1;
-        let (Some(t0), Some(t1)) = (nanos(r), nanos(next)) else {
-            continue;
-        };
-        let gap_ms = (t1 - t0) / 1_000_000;
         if gap_ms < i128::from(after) * 900 {
             bad.push(format!(
-                "{} retried after {gap_ms} ms (Retry-After {after} s)",
-                describe(r)
+                "{} ({}) retried after {gap_ms} ms (Retry-After {after} s)",
+                describe(r),
+                object_of(r)
             ));
         }
     }
@@ -403,26 +421,38 @@ fn early_retries(records: &[Value]) -> (Vec<String>, usize) {
 }
 
 /// 500s and 429s (`Retry-After: 1`) on worker w1 and on the management cluster while 20 Jobs are
-/// dispatched: every Job finishes, each ran once, and no write answered 429 is retried before its
-/// `Retry-After`.
+/// dispatched, and on w1 the first three mirror creates throttled for certain: every Job finishes,
+/// each ran once, no write answered 429 is retried before its `Retry-After`, on either side, and
+/// every origin status write answered 500 is written again within 10 s (the queue's backoff).
 ///
 /// The management client is kube's default one, whose retry policy waits out `Retry-After`; worker
-/// clients have kube's retries off and the controller retries with its own backoff.
+/// clients have kube's retries off and the controller requeues the origin no sooner than the
+/// `Retry-After` (the Status's `details.retryAfterSeconds`), holding the key until then.
+/// Creates are paired by the object name kubesim records for them (`object`).
 ///
 /// Seen failing (issue #12 acceptance) with kube's retries turned off on the management client
 /// (`default_retry = false` in `courier run`): "24 writes retried before Retry-After: management:
-/// kubesim-admin patch jobs/default/f-01 -> 429 retried after 81 ms (Retry-After 1 s) ...". On w1
-/// no throttled write to a named object occurs in this run (mirror creates POST to the collection),
-/// so the worker side of the `Retry-After` check measures nothing yet (docs/testing.md).
+/// kubesim-admin patch jobs/default/f-01 -> 429 retried after 81 ms (Retry-After 1 s) ...".
+/// Seen failing on the worker side on the code before the fix (an error requeued after the queue's
+/// backoff only: `retry_no_sooner(key, None)` in `origin::reconcile::run`): "4 writes retried
+/// before Retry-After: w1: kubesim-admin create jobs/default/ -> 429 (f-02) retried after 2 ms
+/// (Retry-After 1 s) ... (f-13) retried after 97 ms": the 2 ms ones by the reconcile's own
+/// requeue (the key was dirty), the ~100 ms ones by the backoff. The status check failed with the
+/// queue's first retry delay at 12 s instead of 100 ms: "a status write answered 500 waited [2, 4,
+/// ..., 7928, 13528] ms to be written again".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_on_a_worker_and_the_management_cluster() -> anyhow::Result<()> {
     let mut env = Env::start("faults", EnvOptions::default()).await?;
     let r = async {
         const N: usize = 20;
         let faults = json!({"errorRate": 0.15, "throttleRate": 0.15, "retryAfterSeconds": 1});
-        for k in [&env.mgmt, &env.workers[0]] {
+        // On w1 also the first three mirror creates, so a throttled create happens in every run.
+        let mut w1_faults = faults.clone();
+        w1_faults["throttleCreates"] = json!(3);
+        w1_faults["throttleCreatesOf"] = json!("jobs");
+        for (k, f) in [(&env.mgmt, faults), (&env.workers[0], w1_faults)] {
             k.admin("POST", "/record/start", None).await?;
-            k.set_faults(faults.clone()).await?;
+            k.set_faults(f).await?;
         }
         for i in 0..N {
             create_through_faults(&env, job(&format!("f-{i:02}"), &[("sim/run-seconds", "2")]))
@@ -436,7 +466,8 @@ async fn faults_on_a_worker_and_the_management_cluster() -> anyhow::Result<()> {
         check_each_ran_once(&env, NS, &|_| 1).await?;
         let mut throttled = 0;
         let mut violations = Vec::new();
-        let mut mgmt_paired = 0;
+        let (mut mgmt_paired, mut w1_paired) = (0, 0);
+        let mut status_after_500: Vec<(String, Option<i128>)> = Vec::new();
         for k in [&env.mgmt, &env.workers[0]] {
             let records = k.recorded().await?;
             throttled += records.iter().filter(|r| r["fault"]["code"] == 429).count();
@@ -444,6 +475,13 @@ async fn faults_on_a_worker_and_the_management_cluster() -> anyhow::Result<()> {
             eprintln!("{}: {paired} throttled writes retried", k.name);
             if k.name == env.mgmt.name {
                 mgmt_paired = paired;
+                status_after_500 = retried_faults(&records, 500)
+                    .into_iter()
+                    .filter(|(r, _)| r["resource"] == "jobs" && r["subresource"] == "status")
+                    .map(|(r, gap)| (object_of(r), gap))
+                    .collect();
+            } else {
+                w1_paired = paired;
             }
             violations.extend(bad.into_iter().map(|b| format!("{}: {b}", k.name)));
         }
@@ -451,11 +489,37 @@ async fn faults_on_a_worker_and_the_management_cluster() -> anyhow::Result<()> {
             throttled > 0,
             "no request was throttled: the test saw nothing"
         );
-        // The origins' status writes meet 429s in every run (20-25 seen): without one retried,
-        // the Retry-After check measured nothing. (On w1 none is: see the doc comment.)
+        // The origins' status writes meet 429s in every run (20-25 seen), and w1's first three
+        // mirror creates are throttled: without one retried on each side, the Retry-After check
+        // measured nothing there.
         ensure!(
             mgmt_paired > 0,
             "no throttled write on the management cluster was retried: the spacing was not measured"
+        );
+        ensure!(
+            w1_paired > 0,
+            "no throttled write on w1 was retried: the spacing was not measured"
+        );
+        // A status copy answered 500 on the management cluster goes back to the work queue's
+        // backoff (100 ms, doubling; reset by a success): it is written again, soon.
+        let mut gaps: Vec<i128> = status_after_500.iter().filter_map(|(_, g)| *g).collect();
+        gaps.sort_unstable();
+        eprintln!(
+            "{}: {} status writes answered 500, written again after {gaps:?} ms",
+            env.mgmt.name,
+            status_after_500.len()
+        );
+        let lost: Vec<_> = status_after_500
+            .iter()
+            .filter(|(_, g)| g.is_none())
+            .collect();
+        ensure!(
+            lost.is_empty(),
+            "status writes answered 500 never written again: {lost:?}"
+        );
+        ensure!(
+            gaps.last().is_none_or(|g| *g < 10_000),
+            "a status write answered 500 waited {gaps:?} ms to be written again"
         );
         ensure!(
             violations.is_empty(),

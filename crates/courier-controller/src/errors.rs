@@ -15,6 +15,12 @@ pub enum CallError {
         code: u16,
         reason: String,
         message: String,
+        /// How long the server asked the client to wait before trying again: the Status's
+        /// `details.retryAfterSeconds` (a 429, or a 5xx such as ServerTimeout). kube-apiserver sends
+        /// the same number in the `Retry-After` header; kube 5's `Error::Api` keeps only the body, so
+        /// the header alone (e.g. a plain-text 429 from a proxy) is not seen and the queue's own
+        /// backoff applies.
+        retry_after: Option<Duration>,
     },
     /// No answer within the deadline.
     #[error("no answer within {}", human(*.0))]
@@ -45,6 +51,14 @@ impl CallError {
     pub fn code(&self) -> Option<u16> {
         match self {
             CallError::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// The wait the server asked for before this call is tried again (see `Api::retry_after`).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            CallError::Api { retry_after, .. } => *retry_after,
             _ => None,
         }
     }
@@ -95,6 +109,13 @@ impl CallError {
                 code: s.code,
                 reason: quote(&s.reason).into_owned(),
                 message: quote(&s.message).into_owned(),
+                // client-go's `SuggestsClientDelay`: any Status whose details ask for a delay.
+                retry_after: s
+                    .details
+                    .as_ref()
+                    .map(|d| d.retry_after_seconds)
+                    .filter(|secs| *secs > 0)
+                    .map(|secs| Duration::from_secs(u64::from(secs))),
             },
             kube::Error::Service(_) if broke_established_connection(&e) => {
                 CallError::Dropped(quote(&chain(&e)).into_owned())
@@ -188,6 +209,25 @@ pub struct ReconcileError {
     /// What was being done (`write intent`, `create mirror on eu-1`, ...).
     pub step: String,
     pub error: CallError,
+    /// The WorkerCluster the failed call went to (`None`: the management cluster, or no call).
+    pub cluster: Option<String>,
+}
+
+impl ReconcileError {
+    /// `error` while doing `step` on the management cluster (or before any call).
+    pub fn new(step: impl Into<String>, error: CallError) -> Self {
+        Self {
+            step: step.into(),
+            error,
+            cluster: None,
+        }
+    }
+
+    /// The same error, naming the WorkerCluster the call went to.
+    pub fn on(mut self, cluster: &str) -> Self {
+        self.cluster = Some(cluster.to_string());
+        self
+    }
 }
 
 impl fmt::Display for ReconcileError {
@@ -212,6 +252,7 @@ mod tests {
             code: 409,
             reason: "AlreadyExists".into(),
             message: "x".into(),
+            retry_after: None,
         };
         assert!(e.is_already_exists() && e.is_conflict());
         assert_eq!(e.metric_reason(), "conflict");
@@ -224,8 +265,32 @@ mod tests {
             code: 503,
             reason: "ServiceUnavailable".into(),
             message: "x".into(),
+            retry_after: None,
         };
         assert_eq!(e.metric_reason(), "server_error");
+    }
+
+    /// The wait a Status asks for (`details.retryAfterSeconds`) reaches the error; none without.
+    #[test]
+    fn a_status_retry_after_is_kept() {
+        let status = |details: serde_json::Value| -> kube::Error {
+            let v = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "code": 429, "reason": "TooManyRequests", "message": "slow down",
+                "details": details});
+            match serde_json::from_value::<kube::core::Status>(v) {
+                Ok(s) => kube::Error::Api(Box::new(s)),
+                Err(e) => panic!("{e}"),
+            }
+        };
+        let e = CallError::from_kube(status(serde_json::json!({"retryAfterSeconds": 3})));
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
+        assert_eq!(e.metric_reason(), "throttled");
+        let e = CallError::from_kube(status(serde_json::json!({})));
+        assert_eq!((e.code(), e.retry_after()), (Some(429), None));
+        assert_eq!(
+            CallError::Timeout(Duration::from_secs(1)).retry_after(),
+            None
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! | method | path | effect |
 //! |---|---|---|
 //! | GET | `/faults` | current `FaultConfig` |
-//! | PUT | `/faults` | replace it (`{"latencyMs":50,"errorRate":0.2,"throttleRate":0,"retryAfterSeconds":1,"blackhole":false,"refuse":false}`) |
+//! | PUT | `/faults` | replace it (`{"latencyMs":50,"errorRate":0.2,"throttleRate":0,"retryAfterSeconds":1,"throttleCreates":0,"throttleCreatesOf":"","blackhole":false,"refuse":false}`) |
 //! | POST | `/faults/clear` | clear every fault |
 //! | POST | `/drop-watches` | end every open watch |
 //! | POST | `/restart` | end every connection and watch; data is kept |

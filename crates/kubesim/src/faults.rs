@@ -1,7 +1,9 @@
 //! Fault injection, switchable at run time (library API and the admin endpoint): added latency, a share
 //! of 500s, 429s with Retry-After, a blackhole (connections accepted, never answered), refused
 //! connections, dropping every open watch, a restart that loses connections and watches but keeps data,
-//! and a compaction that makes older resourceVersions answer 410.
+//! and a compaction that makes older resourceVersions answer 410. Besides the random shares, a
+//! deterministic throttle: the next N creates of one resource are answered 429, so a test can count
+//! on a throttled create happening.
 
 use std::sync::RwLock;
 use std::time::Duration;
@@ -22,6 +24,11 @@ pub struct FaultConfig {
     pub throttle_rate: f64,
     /// The `Retry-After` seconds of throttled answers (default 1).
     pub retry_after_seconds: u64,
+    /// The next this many creates (POST to the collection) of `throttleCreatesOf` are answered 429
+    /// with `Retry-After`, whatever the shares draw; counts down as they are answered.
+    pub throttle_creates: u64,
+    /// The resource (plural, e.g. `jobs`) whose creates `throttleCreates` throttles.
+    pub throttle_creates_of: String,
     /// Connections are accepted and requests read, but nothing is ever answered.
     pub blackhole: bool,
     /// The listening socket is closed: connections are refused.
@@ -108,8 +115,13 @@ impl Faults {
         self.cfg.read().unwrap_or_else(|p| p.into_inner()).blackhole
     }
 
-    /// Draws this request's fate from the configured rates.
-    pub fn draw(&self) -> Injected {
+    /// Decides this request's fate: a counted create throttle first, else drawn from the rates.
+    /// `method` and `path` are the request's (a create is a POST whose last path segment is the
+    /// resource, i.e. to the collection).
+    pub fn draw(&self, method: &str, path: &str) -> Injected {
+        if let Some(secs) = self.take_create_throttle(method, path) {
+            return Injected::Throttle(secs);
+        }
         let c = self.cfg.read().unwrap_or_else(|p| p.into_inner());
         if c.error_rate <= 0.0 && c.throttle_rate <= 0.0 {
             return Injected::None;
@@ -122,6 +134,26 @@ impl Faults {
         } else {
             Injected::None
         }
+    }
+
+    /// Counts down `throttle_creates` when this request is one of the creates it throttles.
+    fn take_create_throttle(&self, method: &str, path: &str) -> Option<u64> {
+        let is_create_of = |c: &FaultConfig| {
+            c.throttle_creates > 0
+                && method == "POST"
+                && !c.throttle_creates_of.is_empty()
+                && path.rsplit('/').next() == Some(c.throttle_creates_of.as_str())
+        };
+        if !is_create_of(&self.cfg.read().unwrap_or_else(|p| p.into_inner())) {
+            return None;
+        }
+        let mut c = self.cfg.write().unwrap_or_else(|p| p.into_inner());
+        // Checked again: another request may have taken the last one meanwhile.
+        if !is_create_of(&c) {
+            return None;
+        }
+        c.throttle_creates -= 1;
+        Some(c.retry_after_seconds.max(1))
     }
 
     /// Waits until the blackhole is lifted.
@@ -142,24 +174,56 @@ mod tests {
     #[test]
     fn rates_are_respected() {
         let f = Faults::new();
-        assert_eq!(f.draw(), Injected::None);
+        assert_eq!(f.draw("GET", "/api/v1/pods"), Injected::None);
         f.set(FaultConfig {
             error_rate: 1.0,
             ..Default::default()
         });
-        assert_eq!(f.draw(), Injected::Error);
+        assert_eq!(f.draw("GET", "/api/v1/pods"), Injected::Error);
         f.set(FaultConfig {
             throttle_rate: 1.0,
             retry_after_seconds: 3,
             ..Default::default()
         });
-        assert_eq!(f.draw(), Injected::Throttle(3));
+        assert_eq!(f.draw("GET", "/api/v1/pods"), Injected::Throttle(3));
         f.set(FaultConfig {
             error_rate: 0.5,
             ..Default::default()
         });
-        let errors = (0..2000).filter(|_| f.draw() == Injected::Error).count();
+        let errors = (0..2000)
+            .filter(|_| f.draw("GET", "/api/v1/pods") == Injected::Error)
+            .count();
         assert!((800..1200).contains(&errors), "{errors}");
+    }
+
+    /// The counted throttle answers exactly the next N creates of its resource, and nothing else.
+    #[test]
+    fn counted_create_throttle_takes_only_creates_of_its_resource() {
+        let f = Faults::new();
+        f.set(FaultConfig {
+            throttle_creates: 2,
+            throttle_creates_of: "jobs".into(),
+            retry_after_seconds: 2,
+            ..Default::default()
+        });
+        let jobs = "/apis/batch/v1/namespaces/default/jobs";
+        assert_eq!(f.draw("GET", jobs), Injected::None, "a list");
+        assert_eq!(f.draw("PATCH", &format!("{jobs}/a")), Injected::None);
+        assert_eq!(
+            f.draw("POST", "/api/v1/namespaces/default/pods"),
+            Injected::None,
+            "another resource"
+        );
+        assert_eq!(
+            f.draw("POST", "/apis/batch/v1/namespaces/default/jobs/a/status"),
+            Injected::None,
+            "not the collection"
+        );
+        assert_eq!(f.draw("POST", jobs), Injected::Throttle(2));
+        assert_eq!(f.get().throttle_creates, 1);
+        assert_eq!(f.draw("POST", jobs), Injected::Throttle(2));
+        assert_eq!(f.draw("POST", jobs), Injected::None, "used up");
+        assert_eq!(f.get().throttle_creates, 0);
     }
 
     #[test]

@@ -26,6 +26,12 @@ pub struct RecordedRequest {
     /// Verb, group, resource, subresource, namespace and name.
     #[serde(flatten)]
     pub attributes: AccessAttributes,
+    /// For a create (a POST to the collection, so `name` is empty): the name of the object it
+    /// created or tried to, so a test can tell a retried create from another one. Taken from the
+    /// request body when an injected fault answered; else from the answer (the created object, or
+    /// the Status's `details.name`). Empty when unknown.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub object: String,
     /// Whether the authorizer allowed it (denied requests are recorded too).
     pub allowed: bool,
     /// The HTTP status code of the answer (a watch: when it started).
@@ -86,10 +92,11 @@ impl RequestLog {
         &self,
         user: &str,
         attributes: &AccessAttributes,
+        object: &str,
         allowed: bool,
         code: u16,
     ) {
-        self.push(user, attributes, allowed, code, None);
+        self.push(user, attributes, object, allowed, code, None);
     }
 
     /// Records a request answered by an injected fault (`code` 500 or 429 with `retry_after`).
@@ -97,6 +104,7 @@ impl RequestLog {
         &self,
         user: &str,
         attributes: &AccessAttributes,
+        object: &str,
         code: u16,
         retry_after: Option<u64>,
     ) {
@@ -104,13 +112,14 @@ impl RequestLog {
             code,
             retry_after_seconds: retry_after,
         };
-        self.push(user, attributes, true, code, Some(fault));
+        self.push(user, attributes, object, true, code, Some(fault));
     }
 
     fn push(
         &self,
         user: &str,
         attributes: &AccessAttributes,
+        object: &str,
         allowed: bool,
         code: u16,
         fault: Option<InjectedFault>,
@@ -121,6 +130,7 @@ impl RequestLog {
                 time: crate::time::format_nano(jiff::Timestamp::now()),
                 user: user.to_string(),
                 attributes: attributes.clone(),
+                object: object.to_string(),
                 allowed,
                 code,
                 fault,
@@ -136,6 +146,7 @@ impl RequestLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn attrs(verb: &str) -> AccessAttributes {
         AccessAttributes {
@@ -149,11 +160,11 @@ mod tests {
     #[test]
     fn records_only_while_started() {
         let log = RequestLog::default();
-        log.record("u", &attrs("get"), true, 200);
+        log.record("u", &attrs("get"), "", true, 200);
         assert!(log.snapshot().is_empty(), "off by default");
         log.start();
-        log.record("u", &attrs("list"), true, 200);
-        log.record("v", &attrs("delete"), false, 403);
+        log.record("u", &attrs("list"), "", true, 200);
+        log.record("v", &attrs("delete"), "", false, 403);
         let seen = log.snapshot();
         assert_eq!(seen.len(), 2);
         assert_eq!(seen[0].attributes.verb, "list");
@@ -161,7 +172,7 @@ mod tests {
         assert_eq!((seen[0].seq, seen[1].seq, seen[1].code), (1, 2, 403));
         assert!(seen[1].is_write() && !seen[0].is_write());
         assert_eq!(log.stop(), seen);
-        log.record("u", &attrs("watch"), true, 200);
+        log.record("u", &attrs("watch"), "", true, 200);
         assert!(log.stop().is_empty(), "stopped");
     }
 
@@ -169,8 +180,8 @@ mod tests {
     fn injected_faults_are_marked() {
         let log = RequestLog::default();
         log.start();
-        log.record_fault("u", &attrs("patch"), 429, Some(2));
-        log.record("u", &attrs("patch"), true, 200);
+        log.record_fault("u", &attrs("create"), "a", 429, Some(2));
+        log.record("u", &attrs("create"), "a", true, 201);
         let seen = log.snapshot();
         assert_eq!(
             seen[0].fault,
@@ -182,6 +193,10 @@ mod tests {
         assert_eq!((seen[0].code, seen[1].fault.clone()), (429, None));
         let json = serde_json::to_value(&seen).unwrap_or_default();
         assert_eq!(json[0]["fault"]["retryAfterSeconds"], 2);
+        assert_eq!(
+            (&json[0]["object"], &json[1]["object"]),
+            (&json!("a"), &json!("a"))
+        );
         assert!(json[1].get("fault").is_none(), "{json}");
     }
 }

@@ -462,9 +462,29 @@ async fn fault_latency_errors_and_throttling() {
         Err(kube::Error::Api(s)) => {
             assert_eq!(s.code, 429);
             assert_eq!(s.reason, "TooManyRequests");
+            // Like kube-apiserver's `NewTooManyRequests`: the wait in the Status too (kube's
+            // `Error::Api` keeps only the body; the `Retry-After` header is checked below).
+            assert_eq!(s.details.map(|d| d.retry_after_seconds), Some(7));
         }
         other => panic!("expected 429, got {other:?}"),
     }
+    let raw = jobs
+        .clone()
+        .into_client()
+        .send(
+            http::Request::get("/apis/batch/v1/namespaces/default/jobs")
+                .body(kube::client::Body::from(Vec::new()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(raw.status().as_u16(), 429);
+    assert_eq!(
+        raw.headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("7")
+    );
     sim.faults().clear();
     jobs.list(&ListParams::default()).await.unwrap();
     sim.shutdown();

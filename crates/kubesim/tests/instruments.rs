@@ -174,7 +174,9 @@ async fn pod_starts_creates_and_writes_by_user() {
 
 /// Injected faults are recorded too, keyed like the request they stood in for, so a test can pair a
 /// 429 with the client's retry and measure the spacing (without `record_injected` the log holds
-/// only the successful create and the first assertion fails).
+/// only the successful create and the first assertion fails). A create (a POST to the collection,
+/// no name in the URL) records the name of its object: from the body under a fault, from the
+/// answer otherwise (the created object, or the Status of an AlreadyExists).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn injected_faults_are_recorded_with_the_request_they_answered() {
     let sim = Sim::start(SimOptions {
@@ -207,13 +209,21 @@ async fn injected_faults_are_recorded_with_the_request_they_answered() {
         .create(&PostParams::default(), &mirror("m", "uid-1", "1"))
         .await
         .unwrap();
+    let again = alice
+        .create(&PostParams::default(), &mirror("m", "uid-1", "1"))
+        .await;
+    assert!(
+        matches!(&again, Err(kube::Error::Api(s)) if s.code == 409),
+        "{again:?}"
+    );
     let items = admin(&sim, "GET", "/record")["items"]
         .as_array()
         .cloned()
         .unwrap();
     let creates: Vec<&Value> = items.iter().filter(|r| r["verb"] == "create").collect();
-    assert!(creates.len() >= 2, "{items:?}");
-    let (first, last) = (creates[0], creates[creates.len() - 1]);
+    assert!(creates.len() >= 3, "{items:?}");
+    let (first, last) = (creates[0], creates[creates.len() - 2]);
+    let conflict = creates[creates.len() - 1];
     assert_eq!(
         (
             first["user"].as_str(),
@@ -228,5 +238,13 @@ async fn injected_faults_are_recorded_with_the_request_they_answered() {
         (last["code"].as_u64(), last.get("fault")),
         (Some(201), None)
     );
+    assert_eq!(conflict["code"], 409);
+    for r in [first, last, conflict] {
+        assert_eq!(
+            (r["name"].as_str(), r["object"].as_str()),
+            (Some(""), Some("m")),
+            "{r}"
+        );
+    }
     sim.shutdown();
 }

@@ -393,6 +393,13 @@ impl CheckedKubeconfig {
         config.read_timeout = Some(timeouts.read);
         config.write_timeout = Some(timeouts.write);
         config.reset_reader_on_write = true;
+        // Not kube's retry layer (kube-client 5 `RetryPolicy::server_retry`): it wraps every call
+        // of the client (probes, watches, reads, writes alike; it cannot be turned on for writes
+        // only), retries 429/503/504 up to 15 times and sleeps inside the call, so a throttled
+        // call would hold its in-flight slot and run into the call deadline while the key looked
+        // busy. A worker write answered 429 instead fails the reconcile, and the work queue
+        // requeues that origin no sooner than the Status's `retryAfterSeconds` (capped), holding
+        // only that key (`WorkQueue::retry_no_sooner`).
         config.default_retry = false;
         Client::try_from(config).map_err(|e| KubeconfigProblem::Unusable(e.to_string()))
     }

@@ -214,6 +214,7 @@ pub fn classify(server: &str, user: Option<&str>, e: &CallError) -> ProbeFailure
             code,
             reason,
             message,
+            ..
         } => (
             REASON_UNREACHABLE,
             format!("the worker at {server} answered {code} {reason}: {message}"),
@@ -273,6 +274,7 @@ mod tests {
             code: 401,
             reason: "Unauthorized".into(),
             message: "Unauthorized".into(),
+            retry_after: None,
         };
         let f = classify("https://w1", None, &e);
         let m = rotate_hint("eu-1", f.reason, f.message);

@@ -41,13 +41,16 @@ enum End {
 
 fn step(what: impl Into<String>) -> impl FnOnce(CallError) -> ReconcileError {
     let step = what.into();
-    move |error| ReconcileError { step, error }
+    move |error| ReconcileError::new(step, error)
 }
 
 fn cluster(shared: &Ctx, name: &str) -> Result<Arc<Cluster>, ReconcileError> {
-    shared.registry.get(name).ok_or_else(|| ReconcileError {
-        step: format!("reach WorkerCluster {name}"),
-        error: CallError::NotConnected(name.to_string()),
+    shared.registry.get(name).ok_or_else(|| {
+        ReconcileError::new(
+            format!("reach WorkerCluster {name}"),
+            CallError::NotConnected(name.to_string()),
+        )
+        .on(name)
     })
 }
 
@@ -55,12 +58,10 @@ fn leader_only(shared: &Ctx) -> Result<(), ReconcileError> {
     if shared.is_leader() {
         Ok(())
     } else {
-        Err(ReconcileError {
-            step: "write".into(),
-            error: CallError::Other(
-                "this replica is not the leader (or its lease is not renewed)".into(),
-            ),
-        })
+        Err(ReconcileError::new(
+            "write",
+            CallError::Other("this replica is not the leader (or its lease is not renewed)".into()),
+        ))
     }
 }
 
@@ -277,7 +278,7 @@ async fn perform(
                 Err(e) if e.is_not_found() || e.is_conflict() => {
                     return Ok(End::Again(Duration::ZERO));
                 }
-                Err(e) => return Err(step(format!("update the mirror on {c}"))(e)),
+                Err(e) => return Err(step(format!("update the mirror on {c}"))(e).on(&c)),
             }
         }
         Action::DeleteMirror {
@@ -290,7 +291,7 @@ async fn perform(
             cluster(shared, &c)?
                 .delete_job(&namespace, &name, &uid)
                 .await
-                .map_err(step(format!("delete the mirror on {c}")))?;
+                .map_err(|e| step(format!("delete the mirror on {c}"))(e).on(&c))?;
             info!(cluster = %c, uid, "mirror deleted");
         }
         Action::WriteOriginStatus { patch, .. } => {
@@ -358,7 +359,7 @@ fn turned_down(
         );
         return Ok(End::Again(shared.tuning.short_retry));
     }
-    Err(step(what())(e))
+    Err(step(what())(e).on(&handle.name))
 }
 
 async fn write_status(

@@ -180,12 +180,19 @@ pub async fn run(shared: &Arc<Ctx>, key: &ObjectKey) {
                 .reconcile_errors
                 .with_label_values(&[reason])
                 .inc();
-            let delay = shared.queue.retry(key.clone());
+            // The one place an error becomes a requeue delay: the backoff, or the server's
+            // `Retry-After` when longer (capped by the queue).
+            let server_wait = e.error.retry_after();
+            let delay = shared.queue.retry_no_sooner(key.clone(), server_wait);
+            let cluster = e.cluster.as_deref().unwrap_or("management");
             if e.error.is_conflict() {
                 // Optimistic concurrency: the cache was behind; the watch brings the new version.
                 info!(origin = %key, error = %e, "reconcile hit a newer version; retrying");
+            } else if let Some(asked) = server_wait {
+                warn!(origin = %key, cluster = %cluster, error = %e, retry_after = ?asked, retry_in = ?delay,
+                      "reconcile throttled; retrying no sooner than the server asked");
             } else {
-                warn!(origin = %key, error = %e, retry_in = ?delay, "reconcile failed");
+                warn!(origin = %key, cluster = %cluster, error = %e, retry_in = ?delay, "reconcile failed");
             }
         }
     }
@@ -232,10 +239,7 @@ async fn reconcile(shared: &Arc<Ctx>, key: &ObjectKey) -> Result<Option<Duration
         return execute(shared, key, &inputs.entry.view, &inputs, decision).await;
     }
     // Read the origin fresh and decide again on it.
-    let read = |e| ReconcileError {
-        step: "read the origin Job".into(),
-        error: e,
-    };
+    let read = |e| ReconcileError::new("read the origin Job", e);
     let Some(json) = get_origin_json(shared, key).await.map_err(read)? else {
         return Ok(None);
     };

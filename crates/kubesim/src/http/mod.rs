@@ -235,14 +235,14 @@ async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response<Bod
     if faults.blackholed() {
         faults.wait_unblackholed().await;
     }
-    let injected = match faults.draw() {
+    let injected = match faults.draw(req.method().as_str(), req.uri().path()) {
         Injected::None => None,
         Injected::Error => Some(ApiError::internal("injected by kubesim's fault settings")),
         Injected::Throttle(s) => Some(ApiError::too_many_requests(s)),
     };
     if let Some(e) = injected {
         if state.recorded.is_on() {
-            record_injected(&state, &req, &e);
+            record_injected(&state, req, &e).await;
         }
         return error_response(&e);
     }
@@ -279,13 +279,13 @@ async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response<Bod
 }
 
 /// Records a request answered by an injected fault, keyed like an ordinary one (so a test can pair
-/// a `429` with the client's retry of the same call).
-fn record_injected(state: &ServerState, req: &Request<Incoming>, e: &ApiError) {
-    let user = bearer(req)
+/// a `429` with the client's retry of the same call; a create with the name in its body).
+async fn record_injected(state: &ServerState, req: Request<Incoming>, e: &ApiError) {
+    let user = bearer(&req)
         .and_then(|t| state.users.authenticate(&t))
         .map_or_else(|| "system:anonymous".to_string(), |u| u.name);
     let path = req.uri().path().to_string();
-    let attrs = match route(state, req, &path) {
+    let attrs = match route(state, &req, &path) {
         Route::Resource(t) => {
             let watch = is_true(&parse_query(req.uri().query()), "watch");
             attributes(&t, verb_of(req.method(), t.name.is_some(), watch))
@@ -296,9 +296,51 @@ fn record_injected(state: &ServerState, req: &Request<Incoming>, e: &ApiError) {
             ..Default::default()
         },
     };
+    let object = if attrs.verb == "create" && attrs.name.is_empty() {
+        // The fault answered before the body was read; a body that is not JSON names nothing.
+        read_body(req)
+            .await
+            .ok()
+            .and_then(|(_, body)| serde_json::from_slice::<Value>(&body).ok())
+            .and_then(|v| v.pointer("/metadata/name")?.as_str().map(str::to_string))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
     state
         .recorded
-        .record_fault(&user, &attrs, e.code, e.retry_after);
+        .record_fault(&user, &attrs, &object, e.code, e.retry_after);
+}
+
+/// The name of the object a create made (the answer's `metadata.name`) or was refused for (the
+/// Status's `details.name`), for the request record; the answer is buffered to read it (a create's
+/// answer is one small object) and handed on unchanged.
+async fn created_name(
+    answer: Result<Response<Body>, ApiError>,
+) -> (Result<Response<Body>, ApiError>, String) {
+    match answer {
+        Err(e) => {
+            let name = e
+                .details
+                .as_ref()
+                .and_then(|d| d.get("name")?.as_str())
+                .unwrap_or_default()
+                .to_string();
+            (Err(e), name)
+        }
+        Ok(r) => {
+            let (parts, body) = r.into_parts();
+            let bytes = match body.collect().await {
+                Ok(c) => c.to_bytes(),
+                Err(never) => match never {},
+            };
+            let name = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| v.pointer("/metadata/name")?.as_str().map(str::to_string))
+                .unwrap_or_default();
+            (Ok(Response::from_parts(parts, full(bytes))), name)
+        }
+    }
 }
 
 /// The authorizer's view of a resource request.
@@ -482,20 +524,26 @@ async fn resource_request(
     let attrs = attributes(&t, verb);
     let decision = user.decide(&attrs);
     if !decision.allowed() {
-        state.recorded.record(&user.name, &attrs, false, 403);
+        state.recorded.record(&user.name, &attrs, "", false, 403);
         return Err(crate::kinds::ssar::forbidden_error(
             &user.name,
             &attrs,
             &decision.reason,
         ));
     }
-    let answer = authorized_request(state, user, req, t, q, verb).await;
+    let mut answer = authorized_request(state, user, req, t, q, verb).await;
     if state.recorded.is_on() {
+        let mut object = String::new();
+        if verb == "create" && attrs.name.is_empty() {
+            (answer, object) = created_name(answer).await;
+        }
         let code = match &answer {
             Ok(r) => r.status().as_u16(),
             Err(e) => e.code,
         };
-        state.recorded.record(&user.name, &attrs, true, code);
+        state
+            .recorded
+            .record(&user.name, &attrs, &object, true, code);
     }
     answer
 }
