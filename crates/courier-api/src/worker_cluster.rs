@@ -63,7 +63,10 @@ pub struct WorkerClusterSpec {
     /// the worker chart can grant them per namespace (`--set namespaces={team-a,team-b}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1), extend("x-kubernetes-list-type" = "set"))]
-    #[schemars(inner(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")))]
+    #[schemars(inner(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    ))]
     pub namespaces: Option<Vec<String>>,
 }
 

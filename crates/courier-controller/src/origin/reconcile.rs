@@ -95,6 +95,7 @@ pub fn gather(shared: &Ctx, key: &ObjectKey) -> Option<Inputs> {
             draining: c.draining(),
             duplicate: base.is_some(),
             namespace_selector: namespace_selector(&wc),
+            namespaces: wc.spec.namespaces.clone(),
         });
         let placed_here = intent_cluster.as_deref() == Some(c.name.as_str());
         let placed_on_alias = intent_cluster
