@@ -244,6 +244,7 @@ async fn kubeconfig_from_the_token_secret_passes_cluster_add() {
             labels: Vec::new(),
             weight: 1,
             paused: false,
+            namespaces: Vec::new(),
             secret_name: None,
             flatten: false,
             allow_exec_kubeconfigs: false,
@@ -283,7 +284,7 @@ async fn kubeconfig_from_the_token_secret_passes_cluster_add() {
     // ran as the ServiceAccount.
     worker.set_rules(TOKEN, RuleSet::none());
     let min = kubeconfig::minify(&kc, None, "generated").expect("one context");
-    let e = check_worker(&min, Duration::from_secs(5))
+    let e = check_worker(&min, None, Duration::from_secs(5))
         .await
         .expect_err("no rights")
         .to_string();
@@ -315,7 +316,7 @@ async fn ca_comes_from_the_token_secret_when_the_admin_kubeconfig_has_none() {
     );
     // The worker's certificate verifies against the CA taken from the Secret.
     let min = kubeconfig::minify(&kc, None, "generated").expect("one context");
-    check_worker(&min, Duration::from_secs(5))
+    check_worker(&min, None, Duration::from_secs(5))
         .await
         .expect("TLS verified with the Secret's CA");
     let _ = std::fs::remove_dir_all(&dir);
@@ -428,4 +429,22 @@ async fn errors_name_the_object_and_the_fix_and_never_the_token() {
     let e = fail(a).await;
     assert!(e.contains("https://"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--namespaces a,b`: namespace names only, each once; none given = every namespace.
+#[test]
+fn namespaces_flag_takes_namespace_names() {
+    use super::add::worker_namespaces;
+    let given = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(worker_namespaces(&[]).ok(), Some(None));
+    assert_eq!(
+        worker_namespaces(&given(&["team-a", "team-b", "team-a"])).ok(),
+        Some(Some(given(&["team-a", "team-b"])))
+    );
+    for bad in ["Team-A", "a.b", "", "-a", &"x".repeat(64)] {
+        let e = worker_namespaces(&given(&[bad]))
+            .expect_err("not a namespace name")
+            .to_string();
+        assert!(e.contains("--namespaces") && e.contains(bad), "{e}");
+    }
 }
