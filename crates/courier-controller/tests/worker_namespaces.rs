@@ -51,8 +51,9 @@ fn rights_in(namespaces: &[&str]) -> RuleSet {
     rules
 }
 
-fn job_in(namespace: &str, name: &str, selector: Option<&str>) -> Value {
-    let mut j = job(name, 1);
+/// A Job in `namespace` whose pods run `seconds` of simulated time (1/20 of it for real).
+fn job_in(namespace: &str, name: &str, selector: Option<&str>, seconds: u32) -> Value {
+    let mut j = job(name, seconds);
     j["metadata"]["namespace"] = json!(namespace);
     if let Some(s) = selector {
         j["metadata"]["annotations"] = json!({ "courier.dev/cluster-selector": s });
@@ -144,7 +145,12 @@ async fn a_worker_with_rights_in_one_namespace_is_used_only_there() {
     wait_ready_reason(&env.mc, "w2", "True", "Connected").await;
 
     // A Job of team-a runs on w1, once, and finishes.
-    submit_in(&env.mc, JOBS_NS, job_in(JOBS_NS, "a1", Some("region=eu"))).await;
+    submit_in(
+        &env.mc,
+        JOBS_NS,
+        job_in(JOBS_NS, "a1", Some("region=eu"), 1),
+    )
+    .await;
     let done = wait_finished(&env.mc, "a1").await;
     assert!(is_true(&done, "Complete"), "{done:#}");
     assert_eq!(label(&done, "courier.dev/cluster"), Some("w1"));
@@ -155,8 +161,8 @@ async fn a_worker_with_rights_in_one_namespace_is_used_only_there() {
     );
 
     // A Job of team-b never goes to w1: to w2 when it may, else it waits, saying why.
-    submit_in(&env.mc, TEAM_B, job_in(TEAM_B, "b1", None)).await;
-    submit_in(&env.mc, TEAM_B, job_in(TEAM_B, "b2", Some("region=eu"))).await;
+    submit_in(&env.mc, TEAM_B, job_in(TEAM_B, "b1", None, 1)).await;
+    submit_in(&env.mc, TEAM_B, job_in(TEAM_B, "b2", Some("region=eu"), 1)).await;
     let b1 = eventually("b1 placed", T, || async {
         get_in(&env.mc, TEAM_B, "b1")
             .await
@@ -216,21 +222,54 @@ async fn a_worker_with_rights_in_one_namespace_is_used_only_there() {
     assert_eq!(label(&b2, "courier.dev/cluster"), Some("w1"));
     assert!(listed_jobs(w1, TEAM_B), "no watch in {TEAM_B}");
 
-    // team-b leaves the list: its watch stops once no mirror of Courier's is left there (b2's
-    // finished mirror is kept until the finished-mirror TTL, so it is deleted by hand here). An
-    // orphan put there afterwards is then never seen, so never collected, while one in team-a is.
-    set_namespaces(&env.mc, "w1", &[JOBS_NS]).await;
-    jobs(env.worker("w1"), TEAM_B)
-        .delete("b2", &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("deleting b2's mirror: {e}"));
-    eventually("b2's mirror gone", T, || async {
-        get_in(env.worker("w1"), TEAM_B, "b2")
-            .await
-            .is_none()
-            .then_some(())
+    // team-b leaves the list while b3 runs there: b3 keeps running, is still followed and
+    // finishes there, not re-dispatched.
+    submit_in(&env.mc, TEAM_B, job_in(TEAM_B, "b3", Some("region=eu"), 80)).await;
+    let mirror = eventually("b3's mirror on w1", T, || async {
+        get_in(env.worker("w1"), TEAM_B, "b3").await
     })
     .await;
+    set_namespaces(&env.mc, "w1", &[JOBS_NS]).await;
+    let running = get_in(&env.mc, TEAM_B, "b3").await;
+    assert!(
+        running.is_some_and(|j| !is_true(&j, "Complete")),
+        "b3 must still run when team-b leaves the list"
+    );
+    let b3 = eventually("b3 finished", T, || async {
+        get_in(&env.mc, TEAM_B, "b3")
+            .await
+            .filter(|j| is_true(j, "Complete"))
+    })
+    .await;
+    assert_eq!(label(&b3, "courier.dev/cluster"), Some("w1"));
+    assert_eq!(
+        annotation(&b3, "courier.dev/epoch"),
+        Some("1"),
+        "not re-dispatched"
+    );
+    let still = get_in(env.worker("w1"), TEAM_B, "b3").await;
+    assert_eq!(
+        still.as_ref().map(|m| &m["metadata"]["uid"]),
+        Some(&mirror["metadata"]["uid"]),
+        "the same mirror ran to the end"
+    );
+
+    // Its watch stops once no mirror of Courier's is left there (finished mirrors are kept until
+    // the finished-mirror TTL, so they are deleted by hand here). An orphan put there afterwards
+    // is then never seen, so never collected, while one in team-a is.
+    for name in ["b2", "b3"] {
+        jobs(env.worker("w1"), TEAM_B)
+            .delete(name, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting {name}'s mirror: {e}"));
+        eventually("the mirror gone", T, || async {
+            get_in(env.worker("w1"), TEAM_B, name)
+                .await
+                .is_none()
+                .then_some(())
+        })
+        .await;
+    }
     // The cluster task notices within a probe interval.
     tokio::time::sleep(Duration::from_secs(2)).await;
     create_orphan(env.worker("w1"), TEAM_B, "unseen").await;
