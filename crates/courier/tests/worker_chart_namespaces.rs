@@ -18,48 +18,12 @@ use support::{Rendered, render, try_render};
 const NS: &str = "courier-system";
 const SA: &str = "courier-dispatcher";
 
-/// The rules bound to `NS/SA`: a ClusterRoleBinding's everywhere, a RoleBinding's (to a Role or a
-/// ClusterRole) only in its own namespace.
+/// The rules bound to `NS/SA`, wherever they apply.
 fn granted(r: &Rendered) -> Vec<Rule> {
-    let bound = |b: &Value| {
-        b["subjects"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|s| s["kind"] == "ServiceAccount" && s["name"] == SA && s["namespace"] == NS)
-    };
-    let mut out = Vec::new();
-    for kind in ["ClusterRoleBinding", "RoleBinding"] {
-        for b in r.of_kind(kind).into_iter().filter(|b| bound(b)) {
-            let role_kind = b["roleRef"]["kind"].as_str().unwrap_or_default();
-            let role = r
-                .of_kind(role_kind)
-                .into_iter()
-                .find(|role| role["metadata"]["name"] == b["roleRef"]["name"])
-                .unwrap_or_else(|| panic!("{kind} refers to a missing {role_kind}: {b:#}"));
-            for rule in role["rules"].as_array().into_iter().flatten() {
-                let list = |k: &str| -> Vec<String> {
-                    rule[k]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
-                };
-                let mut kr = Rule::new(&[], &[], &[]);
-                kr.verbs = list("verbs");
-                kr.api_groups = list("apiGroups");
-                kr.resources = list("resources");
-                kr.resource_names = list("resourceNames");
-                if kind == "RoleBinding" {
-                    let ns = b["metadata"]["namespace"].as_str().unwrap_or_default();
-                    kr = kr.in_namespaces(&[ns]);
-                }
-                out.push(kr);
-            }
-        }
-    }
-    out
+    support::bound_rules(r, NS, SA)
+        .into_iter()
+        .map(|(rule, _)| rule)
+        .collect()
 }
 
 /// Whether `rules` allow worker call `c` in `namespace` ("" = cluster-wide).

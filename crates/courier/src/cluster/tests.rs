@@ -448,3 +448,63 @@ fn namespaces_flag_takes_namespace_names() {
         assert!(e.contains("--namespaces") && e.contains(bad), "{e}");
     }
 }
+
+/// `--namespaces`: `cluster add`'s checks review the Job rights in each listed namespace only, so a
+/// token bound like the worker chart's `namespaces` value passes with that list (and fails, naming
+/// the namespace and the chart fix, with a namespace it lacks); the WorkerCluster records the list.
+#[tokio::test]
+async fn namespaces_are_checked_there_and_registered() {
+    let worker = sim("worker-ns", Role::Worker).await;
+    let mut rules = worker_chart_rules();
+    rules.allow[0] = rules.allow[0].clone().in_namespaces(&["team-a"]);
+    worker.add_token("ns-token", "courier", rules);
+    let kc = Kubeconfig::from_yaml(&worker.kubeconfig_for("ns-token")).expect("parses");
+    let min = kubeconfig::minify(&kc, None, "w1").expect("one context");
+    let t = Duration::from_secs(5);
+    let e = check_worker(&min, None, t)
+        .await
+        .expect_err("no cluster-wide Job rights")
+        .to_string();
+    assert!(e.contains("cluster-wide: create jobs.batch"), "{e}");
+    let team_a = ["team-a".to_string()];
+    check_worker(&min, Some(&team_a), t)
+        .await
+        .expect("the Job rights hold in team-a");
+    let both = ["team-a".to_string(), "team-b".to_string()];
+    let e = check_worker(&min, Some(&both), t)
+        .await
+        .expect_err("none in team-b")
+        .to_string();
+    assert!(
+        e.contains("in namespace team-b: create jobs.batch")
+            && e.contains("--set namespaces={team-a,team-b}")
+            && !e.contains("in namespace team-a"),
+        "{e}"
+    );
+
+    let management = sim("management-ns", Role::Management).await;
+    let mc = crate::local::client_for(&management.kubeconfig())
+        .await
+        .expect("management client");
+    crate::local::install_crd(&mc).await.expect("CRD");
+    create_namespace(&mc, DEFAULT_NAMESPACE).await;
+    let reg = super::Registration {
+        name: "w1".into(),
+        namespace: DEFAULT_NAMESPACE.into(),
+        secret_name: "w1-kubeconfig".into(),
+        kubeconfig_yaml: worker.kubeconfig_for("ns-token"),
+        labels: BTreeMap::new(),
+        weight: 1,
+        paused: false,
+        namespaces: Some(team_a.to_vec()),
+        secret_annotations: BTreeMap::new(),
+    };
+    super::create_registration(&mc, &reg)
+        .await
+        .expect("registered");
+    let wc = Api::<WorkerCluster>::all(mc)
+        .get("w1")
+        .await
+        .expect("the WorkerCluster");
+    assert_eq!(wc.spec.namespaces, Some(team_a.to_vec()));
+}
