@@ -400,15 +400,7 @@ fn granted(r: &Rendered, ns: &str, sa: &str) -> Vec<(Rule, bool)> {
 }
 
 fn attrs(c: &ApiCall, namespace: &str) -> AccessAttributes {
-    AccessAttributes {
-        verb: c.verb.into(),
-        group: c.group.into(),
-        resource: c.resource.into(),
-        subresource: c.subresource.into(),
-        namespace: namespace.into(),
-        name: c.name.into(),
-        ..Default::default()
-    }
+    support::call_attributes(c, namespace)
 }
 
 fn describe(c: &ApiCall) -> String {

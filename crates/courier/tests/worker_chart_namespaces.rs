@@ -9,7 +9,7 @@
 //! are listed fails `listed_namespaces_bind_the_job_rights_there_only`.
 
 use courier_controller::api_calls::{self, ApiCall, Grant, Scope, Target};
-use kubesim::kinds::ssar::{AccessAttributes, Rule};
+use kubesim::kinds::ssar::Rule;
 use serde_json::{Value, json};
 
 mod support;
@@ -28,16 +28,8 @@ fn granted(r: &Rendered) -> Vec<Rule> {
 
 /// Whether `rules` allow worker call `c` in `namespace` ("" = cluster-wide).
 fn allows(rules: &[Rule], c: &ApiCall, namespace: &str) -> bool {
-    let a = AccessAttributes {
-        verb: c.verb.into(),
-        group: c.group.into(),
-        resource: c.resource.into(),
-        subresource: c.subresource.into(),
-        namespace: namespace.into(),
-        // The release below is `courier-worker`: the admission policy has the default name.
-        name: c.name.into(),
-        ..Default::default()
-    };
+    // The release below is `courier-worker`: the admission policy has the default name.
+    let a = support::call_attributes(c, namespace);
     rules.iter().any(|r| r.matches(&a))
 }
 

@@ -178,3 +178,19 @@ pub fn bound_rules(r: &Rendered, ns: &str, sa: &str) -> Vec<(kubesim::kinds::ssa
     }
     out
 }
+
+/// The authorizer's attributes of API call `c` made in `namespace` ("" = cluster-wide).
+pub fn call_attributes(
+    c: &courier_controller::api_calls::ApiCall,
+    namespace: &str,
+) -> kubesim::kinds::ssar::AccessAttributes {
+    kubesim::kinds::ssar::AccessAttributes {
+        verb: c.verb.into(),
+        group: c.group.into(),
+        resource: c.resource.into(),
+        subresource: c.subresource.into(),
+        namespace: namespace.into(),
+        name: c.name.into(),
+        ..Default::default()
+    }
+}
