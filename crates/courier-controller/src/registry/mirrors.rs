@@ -82,6 +82,19 @@ impl MirrorCache {
         !scopes.is_empty() && scopes.values().all(|listed| *listed)
     }
 
+    /// Whether the cache is synced and one of its watches covers `namespace` (cluster-wide, or that
+    /// namespace): only then does a missing entry mean the worker has no such mirror. (A namespace
+    /// not watched, e.g. a Job's that left `spec.namespaces` before its watch was started again after
+    /// a restart, says nothing.)
+    pub fn is_synced_for(&self, namespace: &str) -> bool {
+        let scopes = self.scopes();
+        !scopes.is_empty()
+            && scopes.values().all(|listed| *listed)
+            && scopes
+                .keys()
+                .any(|s| s.as_deref().is_none_or(|ns| ns == namespace))
+    }
+
     /// No watch runs any more (all were stopped).
     pub fn set_unsynced(&self) {
         self.scopes().clear();
@@ -307,4 +320,42 @@ pub async fn watch(
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synced_for_a_namespace_needs_a_listed_watch_covering_it() {
+        let cache = MirrorCache::default();
+        assert!(!cache.is_synced() && !cache.is_synced_for("team-a"));
+        cache.watching(Some("team-a".into()));
+        assert!(!cache.is_synced_for("team-a"), "not listed yet");
+        let scoped = Scoped {
+            cache: &cache,
+            scope: Some("team-a".into()),
+        };
+        scoped.mark_synced();
+        assert!(cache.is_synced() && cache.is_synced_for("team-a"));
+        assert!(!cache.is_synced_for("team-b"), "team-b is not watched");
+        cache.watching(None);
+        assert!(
+            !cache.is_synced_for("team-b"),
+            "the cluster-wide watch has not listed"
+        );
+        Scoped {
+            cache: &cache,
+            scope: None,
+        }
+        .mark_synced();
+        assert!(cache.is_synced_for("team-b"));
+        cache.unwatched(&None);
+        assert!(!cache.is_synced_for("team-b") && cache.is_synced_for("team-a"));
+        cache.set_unsynced();
+        assert!(!cache.is_synced_for("team-a"));
+        // A watch stopped meanwhile does not come back as synced.
+        scoped.mark_synced();
+        assert!(!cache.is_synced());
+    }
 }
