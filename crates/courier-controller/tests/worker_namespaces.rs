@@ -306,3 +306,65 @@ async fn create_orphan(worker: &Client, namespace: &str, name: &str) {
         .await
         .unwrap_or_else(|e| panic!("creating {namespace}/{name}: {e}"));
 }
+
+/// A Job running in a namespace that left `spec.namespaces` while the controller was down is still
+/// followed by the next controller (its namespace's watch starts again from the placed origin) and
+/// not taken for lost: it finishes on the same mirror, not re-dispatched. Seen failing with the
+/// placed origins' namespaces left out of the watched ones (its namespace never watched again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_outside_the_list_is_followed_across_a_restart() {
+    let mut env = Env::with(Setup {
+        register: false,
+        ..Default::default()
+    })
+    .await;
+    for c in [&env.mc, env.worker("w1")] {
+        ensure_namespace(c, TEAM_B).await;
+    }
+    put_secret(&env.mc, "w1-kubeconfig", &env.worker_sim("w1").kubeconfig()).await;
+    let mut spec = WorkerClusterSpec::new("w1-kubeconfig");
+    spec.namespaces = Some(vec![JOBS_NS.into(), TEAM_B.into()]);
+    Api::<WorkerCluster>::all(env.mc.clone())
+        .create(&PostParams::default(), &WorkerCluster::new("w1", spec))
+        .await
+        .unwrap_or_else(|e| panic!("creating WorkerCluster w1: {e}"));
+    wait_ready_reason(&env.mc, "w1", "True", "Connected").await;
+    submit_in(&env.mc, TEAM_B, job_in(TEAM_B, "long", None, 200)).await;
+    let mirror = eventually("the mirror on w1", T, || async {
+        get_in(env.worker("w1"), TEAM_B, "long").await
+    })
+    .await;
+
+    // Down; team-b leaves the list meanwhile; up again.
+    env.stop.cancel();
+    if let Some(task) = env.task.take() {
+        let _ = tokio::time::timeout(Duration::from_secs(15), task).await;
+    }
+    set_namespaces(&env.mc, "w1", &[JOBS_NS]).await;
+    let controller =
+        courier_controller::Controller::with_tuning(env.mc.clone(), config(), tuning())
+            .unwrap_or_else(|e| panic!("controller: {e}"));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(controller.run(stop.clone()));
+
+    let done = eventually("the Job finished", T, || async {
+        get_in(&env.mc, TEAM_B, "long")
+            .await
+            .filter(|j| is_true(j, "Complete") || is_true(j, "Failed"))
+    })
+    .await;
+    assert!(is_true(&done, "Complete"), "{done:#}");
+    assert_eq!(
+        annotation(&done, "courier.dev/epoch"),
+        Some("1"),
+        "not re-dispatched"
+    );
+    let still = get_in(env.worker("w1"), TEAM_B, "long").await;
+    assert_eq!(
+        still.as_ref().map(|m| &m["metadata"]["uid"]),
+        Some(&mirror["metadata"]["uid"]),
+        "the same mirror ran to the end"
+    );
+    stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(15), task).await;
+}
