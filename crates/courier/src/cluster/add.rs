@@ -245,7 +245,8 @@ pub async fn add(
     }
     if a.skip_check {
         eprintln!(
-            "Skipped the checks of worker {:?} from this machine (--skip-check): the controller's              probe alone decides whether it is Ready (`courier cluster list` shows its state).",
+            "Skipped the checks of worker {:?} from this machine (--skip-check): the controller's \
+             probe alone decides whether it is Ready (`courier cluster list` shows its state).",
             a.name
         );
     } else {

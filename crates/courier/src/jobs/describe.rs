@@ -278,7 +278,8 @@ async fn namespace_selectors(out: &mut String, client: &Client, ns: &str, wcs: &
             Some(Ok(s)) if !s.matches(&labels) => {
                 let _ = writeln!(
                     out,
-                    "  {name}: not taking Jobs from namespace {ns} (its namespaceSelector {s} does                      not select it)"
+                    "  {name}: not taking Jobs from namespace {ns} (its namespaceSelector {s} does \
+                     not select it)"
                 );
             }
             Some(Err(e)) => {
