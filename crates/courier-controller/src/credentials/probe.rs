@@ -178,7 +178,9 @@ fn missing_rights_message(
             list.join(",")
         ),
         None => "grant them (charts/courier-worker creates a ServiceAccount with exactly these) \
-                 and use that account's token"
+                 and use that account's token; if the worker chart grants them only in some \
+                 namespaces (its `namespaces` value), list the same ones in the WorkerCluster's \
+                 spec.namespaces (`courier cluster add --namespaces`)"
             .to_string(),
     };
     format!(
@@ -345,7 +347,8 @@ mod tests {
         );
         let m = missing_rights_message("https://w1", None, None, &missing[1..]);
         assert!(
-            m.contains("needs: cluster-wide: get namespaces; grant them (charts/courier-worker"),
+            m.contains("needs: cluster-wide: get namespaces; grant them (charts/courier-worker")
+                && m.contains("spec.namespaces (`courier cluster add --namespaces`)"),
             "{m}"
         );
     }
