@@ -131,15 +131,8 @@ async fn a_worker_with_rights_in_one_namespace_is_used_only_there() {
 
     // From here on, what Courier does.
     w1.record_requests();
-    put_secret(&env.mc, "w1-kubeconfig", &w1.kubeconfig_for("courier-w1")).await;
-    let mut spec = WorkerClusterSpec::new("w1-kubeconfig");
-    spec.namespaces = Some(vec![JOBS_NS.into()]);
-    let mut wc = WorkerCluster::new("w1", spec);
-    wc.metadata.labels = Some([("region".to_string(), "eu".to_string())].into());
-    Api::<WorkerCluster>::all(env.mc.clone())
-        .create(&PostParams::default(), &wc)
-        .await
-        .unwrap_or_else(|e| panic!("creating WorkerCluster w1: {e}"));
+    let kubeconfig = w1.kubeconfig_for("courier-w1");
+    register_listed(&env.mc, &kubeconfig, &[JOBS_NS]).await;
     register(&env.mc, "w2", &w2.kubeconfig(), &[("region", "us")]).await;
     wait_ready_reason(&env.mc, "w1", "True", "Connected").await;
     wait_ready_reason(&env.mc, "w2", "True", "Connected").await;
@@ -241,18 +234,7 @@ async fn a_worker_with_rights_in_one_namespace_is_used_only_there() {
             .filter(|j| is_true(j, "Complete"))
     })
     .await;
-    assert_eq!(label(&b3, "courier.dev/cluster"), Some("w1"));
-    assert_eq!(
-        annotation(&b3, "courier.dev/epoch"),
-        Some("1"),
-        "not re-dispatched"
-    );
-    let still = get_in(env.worker("w1"), TEAM_B, "b3").await;
-    assert_eq!(
-        still.as_ref().map(|m| &m["metadata"]["uid"]),
-        Some(&mirror["metadata"]["uid"]),
-        "the same mirror ran to the end"
-    );
+    assert_ran_once_on_w1(&env, &b3, &mirror).await;
 
     // Its watch stops once no mirror of Courier's is left there (finished mirrors are kept until
     // the finished-mirror TTL, so they are deleted by hand here). An orphan put there afterwards
@@ -291,6 +273,37 @@ async fn a_worker_with_rights_in_one_namespace_is_used_only_there() {
     env.stop().await;
 }
 
+/// Registers worker w1 (label region=eu) with `kubeconfig` and `spec.namespaces: namespaces`.
+async fn register_listed(mc: &Client, kubeconfig: &str, namespaces: &[&str]) {
+    put_secret(mc, "w1-kubeconfig", kubeconfig).await;
+    let mut spec = WorkerClusterSpec::new("w1-kubeconfig");
+    spec.namespaces = Some(namespaces.iter().map(|n| n.to_string()).collect());
+    let mut wc = WorkerCluster::new("w1", spec);
+    wc.metadata.labels = Some([("region".to_string(), "eu".to_string())].into());
+    Api::<WorkerCluster>::all(mc.clone())
+        .create(&PostParams::default(), &wc)
+        .await
+        .unwrap_or_else(|e| panic!("creating WorkerCluster w1: {e}"));
+}
+
+/// The finished origin `done` ran on w1 in epoch 1 (never re-dispatched), on `mirror` to the end.
+async fn assert_ran_once_on_w1(env: &Env, done: &Value, mirror: &Value) {
+    assert_eq!(label(done, "courier.dev/cluster"), Some("w1"));
+    assert_eq!(
+        annotation(done, "courier.dev/epoch"),
+        Some("1"),
+        "not re-dispatched"
+    );
+    let ns = done["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = done["metadata"]["name"].as_str().unwrap_or_default();
+    let still = get_in(env.worker("w1"), ns, name).await;
+    assert_eq!(
+        still.as_ref().map(|m| &m["metadata"]["uid"]),
+        Some(&mirror["metadata"]["uid"]),
+        "the same mirror ran to the end"
+    );
+}
+
 /// A Job on a worker labelled as this origin's mirror of an origin that does not exist.
 async fn create_orphan(worker: &Client, namespace: &str, name: &str) {
     let orphan = json!({
@@ -321,13 +334,12 @@ async fn a_job_outside_the_list_is_followed_across_a_restart() {
     for c in [&env.mc, env.worker("w1")] {
         ensure_namespace(c, TEAM_B).await;
     }
-    put_secret(&env.mc, "w1-kubeconfig", &env.worker_sim("w1").kubeconfig()).await;
-    let mut spec = WorkerClusterSpec::new("w1-kubeconfig");
-    spec.namespaces = Some(vec![JOBS_NS.into(), TEAM_B.into()]);
-    Api::<WorkerCluster>::all(env.mc.clone())
-        .create(&PostParams::default(), &WorkerCluster::new("w1", spec))
-        .await
-        .unwrap_or_else(|e| panic!("creating WorkerCluster w1: {e}"));
+    register_listed(
+        &env.mc,
+        &env.worker_sim("w1").kubeconfig(),
+        &[JOBS_NS, TEAM_B],
+    )
+    .await;
     wait_ready_reason(&env.mc, "w1", "True", "Connected").await;
     submit_in(&env.mc, TEAM_B, job_in(TEAM_B, "long", None, 200)).await;
     let mirror = eventually("the mirror on w1", T, || async {
@@ -354,17 +366,7 @@ async fn a_job_outside_the_list_is_followed_across_a_restart() {
     })
     .await;
     assert!(is_true(&done, "Complete"), "{done:#}");
-    assert_eq!(
-        annotation(&done, "courier.dev/epoch"),
-        Some("1"),
-        "not re-dispatched"
-    );
-    let still = get_in(env.worker("w1"), TEAM_B, "long").await;
-    assert_eq!(
-        still.as_ref().map(|m| &m["metadata"]["uid"]),
-        Some(&mirror["metadata"]["uid"]),
-        "the same mirror ran to the end"
-    );
+    assert_ran_once_on_w1(&env, &done, &mirror).await;
     stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(15), task).await;
 }
