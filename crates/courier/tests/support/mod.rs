@@ -154,14 +154,7 @@ pub fn bound_rules(r: &Rendered, ns: &str, sa: &str) -> Vec<(kubesim::kinds::ssa
                 .unwrap_or_else(|| panic!("{binding_kind} refers to a missing {role_kind}: {b:#}"));
             let role_name = role["metadata"]["name"].as_str().unwrap_or_default();
             for rule in role["rules"].as_array().into_iter().flatten() {
-                let list = |k: &str| -> Vec<String> {
-                    rule[k]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
-                };
+                let list = |k: &str| rule_list(rule, k);
                 let mut kr = kubesim::kinds::ssar::Rule::new(&[], &[], &[])
                     .named(&format!("{role_kind} {role_name}"));
                 kr.verbs = list("verbs");
@@ -193,4 +186,14 @@ pub fn call_attributes(
         name: c.name.into(),
         ..Default::default()
     }
+}
+
+/// The strings of RBAC rule field `key` (`verbs`, `apiGroups`, `resources`, `resourceNames`).
+pub fn rule_list(rule: &Value, key: &str) -> Vec<String> {
+    rule[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
 }
