@@ -57,6 +57,17 @@ pub struct WorkerClusterSpec {
     /// every namespace; an invalid selector takes none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
+    /// The namespaces of the worker Courier may use there (a mirror lands in its origin's
+    /// namespace, so this also limits which Jobs it takes). Absent: every namespace, with
+    /// cluster-wide rights. Set: Courier watches, lists and probes its rights only in these, so
+    /// the worker chart can grant them per namespace (`--set namespaces={team-a,team-b}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1), extend("x-kubernetes-list-type" = "set"))]
+    #[schemars(inner(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    ))]
+    pub namespaces: Option<Vec<String>>,
 }
 
 /// Where a worker's kubeconfig is stored.
@@ -117,7 +128,15 @@ impl WorkerClusterSpec {
             weight: default_weight(),
             paused: false,
             namespace_selector: None,
+            namespaces: None,
         }
+    }
+
+    /// Whether Courier may use namespace `namespace` of this worker (`spec.namespaces`).
+    pub fn takes_namespace(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|n| n == namespace))
     }
 }
 
@@ -256,6 +275,32 @@ mod tests {
         for field in ["serverVersion", "currentMirrors", "lastProbeTime"] {
             assert!(status.get(field).is_some(), "status.{field} in schema");
         }
+    }
+
+    /// `spec.namespaces`: optional, a non-empty set of namespace names; absent takes every one.
+    #[test]
+    fn crd_schema_of_the_worker_namespaces() {
+        let crd = crd();
+        let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("schema json");
+        let field = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["namespaces"];
+        assert_eq!(field["type"], json!("array"), "{field}");
+        assert_eq!(field["minItems"], json!(1), "{field}");
+        assert_eq!(field["x-kubernetes-list-type"], json!("set"), "{field}");
+        assert_eq!(field["items"]["maxLength"], json!(63), "{field}");
+        assert_eq!(
+            field["items"]["pattern"],
+            json!("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+            "{field}"
+        );
+        let mut spec = WorkerClusterSpec::new("s");
+        assert!(spec.takes_namespace("team-a") && spec.takes_namespace("team-b"));
+        spec.namespaces = Some(vec!["team-a".into()]);
+        assert!(spec.takes_namespace("team-a"));
+        assert!(!spec.takes_namespace("team-b"));
+        let back = serde_json::to_value(&spec).expect("serialize");
+        assert_eq!(back["namespaces"], json!(["team-a"]));
+        let absent = serde_json::to_value(WorkerClusterSpec::new("s")).expect("serialize");
+        assert!(absent.get("namespaces").is_none(), "{absent}");
     }
 
     #[test]

@@ -192,6 +192,15 @@ pub fn all() -> impl Iterator<Item = &'static ApiCall> {
 pub fn worker_rights(
     creating_namespaces: bool,
 ) -> impl Iterator<Item = (&'static str, &'static str, &'static str)> {
+    worker_rights_scoped(creating_namespaces)
+        .map(|(_, verb, group, resource)| (verb, group, resource))
+}
+
+/// [`worker_rights`] with each right's [`Scope`]: a WorkerCluster listing its namespaces
+/// (`spec.namespaces`) needs the `AnyNamespace` ones only in those namespaces.
+pub fn worker_rights_scoped(
+    creating_namespaces: bool,
+) -> impl Iterator<Item = (Scope, &'static str, &'static str, &'static str)> {
     WORKER_CALLS
         .iter()
         .filter(|c| c.scope != OwnNamespace && c.name.is_empty())
@@ -199,18 +208,29 @@ pub fn worker_rights(
             c.grant == Grant::Rbac
                 || (creating_namespaces && c.grant == Grant::RbacCreatingNamespaces)
         })
-        .map(|c| (c.verb, c.group, c.resource))
+        .map(|c| (c.scope, c.verb, c.group, c.resource))
 }
 
 /// The SelfSubjectAccessReview asking whether the caller may `verb` `group`/`resource` (in any
 /// namespace): one shape for the controller's probe and `courier cluster add`.
 pub fn access_review(verb: &str, group: &str, resource: &str) -> SelfSubjectAccessReview {
+    access_review_in(verb, group, resource, None)
+}
+
+/// [`access_review`] in one namespace (`Some`), or in every namespace (`None`).
+pub fn access_review_in(
+    verb: &str,
+    group: &str,
+    resource: &str,
+    namespace: Option<&str>,
+) -> SelfSubjectAccessReview {
     SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
             resource_attributes: Some(ResourceAttributes {
                 verb: Some(verb.into()),
                 group: Some(group.into()),
                 resource: Some(resource.into()),
+                namespace: namespace.map(str::to_string),
                 ..Default::default()
             }),
             ..Default::default()
@@ -253,6 +273,17 @@ mod tests {
             "namespaces are not Courier's to create by default"
         );
         assert!(worker_rights(true).any(|r| r == ("create", "", "namespaces")));
+        // Only the Job rights can be granted per namespace; the rest stays cluster-wide.
+        let per_namespace: Vec<_> = worker_rights_scoped(true)
+            .filter(|(scope, ..)| *scope == AnyNamespace)
+            .map(|(_, verb, group, resource)| (verb, group, resource))
+            .collect();
+        assert_eq!(per_namespace.len(), 6, "{per_namespace:?}");
+        assert!(
+            per_namespace
+                .iter()
+                .all(|(_, g, r)| (*g, *r) == ("batch", "jobs"))
+        );
         assert!(rights.contains(&("get", "", "namespaces")));
         assert!(
             !rights.iter().any(|(_, _, r)| *r == "configmaps"),

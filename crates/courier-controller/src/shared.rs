@@ -67,6 +67,10 @@ impl registry::Hooks for Joins {
         self.origin.requeue_placed_on(cluster);
     }
 
+    fn namespaces_placed_on(&self, cluster: &str) -> Vec<String> {
+        self.origin.namespaces_placed_on(cluster)
+    }
+
     fn ready_changed(&self) {
         self.origin.ready_changed();
     }

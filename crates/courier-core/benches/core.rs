@@ -144,6 +144,7 @@ fn clusters(n: usize) -> Vec<ClusterView> {
             draining: false,
             duplicate: false,
             namespace_selector: None,
+            namespaces: None,
         })
         .collect()
 }

@@ -8,7 +8,7 @@
 //! namespace is created, labelled with the configured Pod Security level for `enforce`, `audit` and
 //! `warn` (version `latest`). An existing namespace is the operator's: its labels are never changed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
@@ -86,9 +86,48 @@ pub fn missing_message(cluster: &str, namespace: &str, detail: &str) -> String {
     )
 }
 
+/// Where a worker's mirror watch runs: cluster-wide, or in one namespace.
+pub type WatchScope = Option<String>;
+
+/// The mirror watches a worker needs. Without `spec.namespaces` (`listed` is `None`): one
+/// cluster-wide watch. With it: one watch per listed namespace, plus one per namespace that is no
+/// longer listed but still holds Courier's work there (`in_use`: namespaces of mirrors in the
+/// cache and of unfinished origins placed on the worker), so that a Job already running in a
+/// namespace removed from the list is still followed until it finishes and its mirror is gone.
+/// Nothing is watched cluster-wide then.
+pub fn watch_scopes<'a>(
+    listed: Option<&[String]>,
+    in_use: impl IntoIterator<Item = &'a str>,
+) -> BTreeSet<WatchScope> {
+    match listed {
+        None => BTreeSet::from([None]),
+        Some(list) => list
+            .iter()
+            .cloned()
+            .chain(in_use.into_iter().map(str::to_string))
+            .map(Some)
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watches_follow_the_list_and_the_work_still_in_unlisted_namespaces() {
+        let some = |v: &[&str]| -> BTreeSet<WatchScope> {
+            v.iter().map(|s| Some(s.to_string())).collect()
+        };
+        // No list: one cluster-wide watch, whatever is in use.
+        assert_eq!(watch_scopes(None, ["team-a"]), BTreeSet::from([None]));
+        let list = ["team-a".to_string(), "team-b".to_string()];
+        assert_eq!(watch_scopes(Some(&list), []), some(&["team-a", "team-b"]));
+        // team-c was removed from the list while a Job ran there: still watched, never cluster-wide.
+        let scopes = watch_scopes(Some(&list), ["team-a", "team-c", "team-c"]);
+        assert_eq!(scopes, some(&["team-a", "team-b", "team-c"]));
+        assert!(!scopes.contains(&None));
+    }
 
     #[test]
     fn levels_parse_and_print_as_the_pod_security_standards_name_them() {

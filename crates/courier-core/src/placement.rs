@@ -1,7 +1,8 @@
 //! Choosing the worker cluster for a Job, or saying exactly why none can take it.
 //!
 //! Eligible: matches the origin's cluster selector, takes Jobs from the origin's namespace (the
-//! WorkerCluster's `spec.namespaceSelector` over the management namespace's labels), not being removed, not excluded for this origin
+//! WorkerCluster's `spec.namespaceSelector` over the management namespace's labels), may use the
+//! Job's namespace on the worker (its `spec.namespaces`, when set), not being removed, not excluded for this origin
 //! (a foreign Job holds the name there, the Job was lost there, or the worker refused its mirror or
 //! did not answer, for a backoff period), not paused, weight > 0, and Ready. Among the eligible,
 //! the cluster with the lowest `(current mirrors + 1) / weight` wins — the load it would have after
@@ -44,6 +45,31 @@ pub struct ClusterView {
     /// `spec.namespaceSelector`: which management namespaces it takes Jobs from (`None`: all); an
     /// invalid one (the message) takes none.
     pub namespace_selector: Option<Result<ClusterSelector, String>>,
+    /// `spec.namespaces`: the worker namespaces Courier may use there (`None`: all). A mirror
+    /// lands in its origin's namespace, so a Job from any other namespace is not taken.
+    pub namespaces: Option<Vec<String>>,
+}
+
+impl ClusterView {
+    /// Whether Courier may use `namespace` on this worker (`spec.namespaces`).
+    pub fn takes_namespace(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|n| n == namespace))
+    }
+}
+
+/// Why WorkerCluster `wc` does not take a Job from `namespace` because of its `spec.namespaces`
+/// (what `courier describe job` prints), or `None` when it may use that namespace.
+pub fn namespaces_note(wc: &WorkerCluster, namespace: &str) -> Option<String> {
+    let list = wc.spec.namespaces.as_ref()?;
+    (!wc.spec.takes_namespace(namespace)).then(|| {
+        format!(
+            "cluster {} takes only namespaces {}",
+            wc.metadata.name.as_deref().unwrap_or("?"),
+            list.join(", ")
+        )
+    })
 }
 
 /// A WorkerCluster's `spec.namespaceSelector`, parsed ([`ClusterView::namespace_selector`]).
@@ -75,6 +101,8 @@ pub enum Ineligibility {
     SelectorMismatch,
     /// Its `spec.namespaceSelector` does not take Jobs from the Job's namespace.
     NamespaceNotSelected,
+    /// Its `spec.namespaces` does not list the Job's namespace (Courier may not use it there).
+    NamespaceNotListed,
     /// The WorkerCluster is being deleted.
     Removing,
     /// Another WorkerCluster registers the same API server.
@@ -109,6 +137,7 @@ impl fmt::Display for Ineligibility {
         f.write_str(match self {
             Ineligibility::SelectorMismatch => "not matching the cluster selector",
             Ineligibility::NamespaceNotSelected => "not taking Jobs from this namespace",
+            Ineligibility::NamespaceNotListed => "not listing this namespace in spec.namespaces",
             Ineligibility::Removing => "being removed",
             Ineligibility::Duplicate => "a duplicate registration",
             Ineligibility::Conflict => "holding another Job of that name",
@@ -196,8 +225,8 @@ fn describe_rejections(selector: Option<&str>, rejected: &[(String, Ineligibilit
     )
 }
 
-/// Why `cluster` cannot take the Job (whose namespace has `namespace_labels`), or `None` when it
-/// can.
+/// Why `cluster` cannot take the Job (whose namespace has `namespace_labels`, its name under
+/// [`NAMESPACE_NAME_LABEL`]), or `None` when it can.
 pub fn ineligibility(
     cluster: &ClusterView,
     selector: &ClusterSelector,
@@ -213,6 +242,12 @@ pub fn ineligibility(
         Some(Ineligibility::SelectorMismatch)
     } else if !takes_namespace {
         Some(Ineligibility::NamespaceNotSelected)
+    } else if !match namespace_labels.get(NAMESPACE_NAME_LABEL) {
+        Some(ns) => cluster.takes_namespace(ns),
+        // A namespace of unknown name is on no list.
+        None => cluster.namespaces.is_none(),
+    } {
+        Some(Ineligibility::NamespaceNotListed)
     } else if cluster.draining {
         Some(Ineligibility::Removing)
     } else if cluster.duplicate {
@@ -308,6 +343,7 @@ pub(crate) mod tests {
             draining: false,
             duplicate: false,
             namespace_selector: None,
+            namespaces: None,
         }
     }
 
@@ -332,6 +368,71 @@ pub(crate) mod tests {
             chosen,
             Ok("a"),
             "degraded is still eligible when nothing else is"
+        );
+    }
+
+    /// `spec.namespaces`: a cluster listing namespaces takes Jobs only from those (after the
+    /// selectors, before everything else); one without a list takes every namespace.
+    #[test]
+    fn a_cluster_with_a_namespace_list_takes_only_those() {
+        let mut w1 = cluster("w1", &[]);
+        w1.namespaces = Some(vec!["team-a".into(), "team-b".into()]);
+        let mut w2 = cluster("w2", &[]);
+        w2.current_mirrors = 9;
+        let team = |ns: &str| namespace_labels(ns, None);
+        let both = [w1.clone(), w2.clone()];
+        let chosen =
+            |ns: &str| choose_cluster(&both, None, &team(ns), &none()).map(|c| c.name.clone());
+        assert_eq!(chosen("team-a"), Ok("w1".into()));
+        assert_eq!(chosen("team-b"), Ok("w1".into()));
+        assert_eq!(chosen("ml"), Ok("w2".into()), "w1 does not list ml");
+        let err = choose_cluster(std::slice::from_ref(&w1), None, &team("ml"), &none())
+            .expect_err("w1 does not list ml");
+        assert!(err.all_for(Ineligibility::NamespaceNotListed), "{err}");
+        assert!(
+            err.to_string()
+                .contains("not listing this namespace in spec.namespaces: w1"),
+            "{err}"
+        );
+        // The list is checked before the cluster's state: a paused w1 still says why first.
+        let mut paused = w1.clone();
+        paused.paused = true;
+        assert_eq!(
+            ineligibility(
+                &paused,
+                &ClusterSelector::everything(),
+                &team("ml"),
+                &none()
+            ),
+            Some(Ineligibility::NamespaceNotListed)
+        );
+        assert_eq!(
+            ineligibility(
+                &paused,
+                &ClusterSelector::everything(),
+                &team("team-a"),
+                &none()
+            ),
+            Some(Ineligibility::Paused)
+        );
+        // No name to check: on no list.
+        assert_eq!(
+            ineligibility(
+                &w1,
+                &ClusterSelector::everything(),
+                &BTreeMap::new(),
+                &none()
+            ),
+            Some(Ineligibility::NamespaceNotListed)
+        );
+        assert_eq!(
+            ineligibility(
+                &w2,
+                &ClusterSelector::everything(),
+                &BTreeMap::new(),
+                &none()
+            ),
+            None
         );
     }
 

@@ -101,6 +101,7 @@ impl Sim {
                     draining: false,
                     duplicate: false,
                     namespace_selector: None,
+                    namespaces: None,
                 },
                 reachable: true,
                 refuses: false,

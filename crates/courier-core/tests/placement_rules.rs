@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use courier_api::WorkerCluster;
 use courier_core::placement::{
     ClusterView, Exclusions, Ineligibility, NAMESPACE_NAME_LABEL, NoEligibleCluster,
-    choose_cluster, namespace_labels, namespace_selector,
+    choose_cluster, namespace_labels, namespace_selector, namespaces_note,
 };
 use serde_json::json;
 
@@ -33,6 +33,7 @@ fn worker(name: &str) -> ClusterView {
         draining: false,
         duplicate: false,
         namespace_selector: None,
+        namespaces: None,
     }
 }
 
@@ -120,6 +121,50 @@ fn the_namespace_selector_decides_which_namespaces_a_worker_takes() {
     assert!(err.all_for(Ineligibility::NamespaceNotSelected), "{err}");
 }
 
+/// `spec.namespaces` (the API reference): absent, the worker takes Jobs from every namespace;
+/// set, only from the namespaces listed (a mirror lands in its origin's namespace), and `courier
+/// describe job` says "cluster w1 takes only namespaces team-a, team-b".
+#[test]
+fn the_namespace_list_decides_which_namespaces_a_worker_takes() {
+    let listed: WorkerCluster = serde_json::from_value(json!({
+        "apiVersion": "courier.dev/v1alpha1",
+        "kind": "WorkerCluster",
+        "metadata": {"name": "w1"},
+        "spec": {"kubeconfigSecretRef": {"name": "w1"}, "namespaces": ["team-a", "team-b"]},
+    }))
+    .unwrap_or_else(|e| panic!("a WorkerCluster: {e}"));
+    let mut w1 = worker("w1");
+    w1.namespaces = listed.spec.namespaces.clone();
+    let w2 = worker("w2");
+    let chosen = |clusters: &[ClusterView], ns: &str| {
+        choose_cluster(
+            clusters,
+            None,
+            &namespace_labels(ns, None),
+            &Exclusions::new(),
+        )
+        .map(|c| c.name.clone())
+    };
+    for ns in ["team-a", "team-b"] {
+        assert_eq!(chosen(std::slice::from_ref(&w1), ns), Ok("w1".into()));
+        assert_eq!(namespaces_note(&listed, ns), None);
+    }
+    let err = chosen(std::slice::from_ref(&w1), "team-c").expect_err("team-c is not listed");
+    assert!(err.all_for(Ineligibility::NamespaceNotListed), "{err}");
+    assert!(!Ineligibility::NamespaceNotListed.is_refusal());
+    // The unlisted namespace's Job goes to a worker without a list.
+    assert_eq!(chosen(&[w1, w2.clone()], "team-c"), Ok("w2".into()));
+    assert_eq!(
+        namespaces_note(&listed, "team-c").as_deref(),
+        Some("cluster w1 takes only namespaces team-a, team-b")
+    );
+    assert_eq!(
+        namespaces_note(&worker_cluster(serde_json::Value::Null), "team-c"),
+        None
+    );
+    assert_eq!(chosen(&[w2], "anything"), Ok("w2".into()));
+}
+
 /// Refusals are about this Job on that worker (the worker refused or did not answer its mirror,
 /// or lacks its namespace); every other reason is about the worker as a whole.
 #[test]
@@ -128,6 +173,7 @@ fn only_the_per_job_reasons_are_refusals() {
     let all = [
         SelectorMismatch,
         NamespaceNotSelected,
+        NamespaceNotListed,
         Removing,
         Duplicate,
         Conflict,

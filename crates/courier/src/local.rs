@@ -253,7 +253,7 @@ async fn register(client: &Client, w: &WorkerSpec, kubeconfig_yaml: &str) -> any
     let min = kubeconfig::minify(&kc, None, &w.name)?;
     let secret_name = format!("{}-kubeconfig", w.name);
     cluster::preflight_management(client, DEFAULT_NAMESPACE, &w.name, &secret_name).await?;
-    cluster::check_worker(&min, Duration::from_secs(10)).await?;
+    cluster::check_worker(&min, None, Duration::from_secs(10)).await?;
     cluster::create_registration(
         client,
         &Registration {
@@ -264,6 +264,7 @@ async fn register(client: &Client, w: &WorkerSpec, kubeconfig_yaml: &str) -> any
             labels: w.labels.clone(),
             weight: 1,
             paused: false,
+            namespaces: None,
             secret_annotations: Default::default(),
         },
     )

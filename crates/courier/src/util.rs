@@ -214,6 +214,19 @@ pub fn dns_subdomain_problem(name: &str) -> Option<String> {
     None
 }
 
+/// Whether `name` is a DNS-1123 label (namespace names): a subdomain of at most 63 characters
+/// without dots.
+pub fn dns_label_problem(name: &str) -> Option<String> {
+    if name.contains('.') || name.len() > 63 {
+        return Some(
+            "must be at most 63 lower case alphanumeric characters or '-', starting and ending \
+             with an alphanumeric character (e.g. 'team-a')"
+                .into(),
+        );
+    }
+    dns_subdomain_problem(name)
+}
+
 /// Parses `key=value` for `--label`.
 pub fn parse_label(s: &str) -> Result<(String, String), String> {
     let Some((k, v)) = s.split_once('=') else {

@@ -382,58 +382,17 @@ async fn the_chart_crd_applies_to_kubesim_and_serves_worker_clusters() {
 
 // ------------------------------------------------------------------------------- RBAC
 
-/// The rules granted to ServiceAccount `ns/sa`: ClusterRole rules apply everywhere, Role rules only in
-/// the Role's namespace. Returned as kubesim rules (the same matcher kubesim authorizes with) with
-/// the name of the role they came from.
+/// The rules granted to ServiceAccount `ns/sa` ([`support::bound_rules`]), none with a wildcard
+/// (least privilege).
 fn granted(r: &Rendered, ns: &str, sa: &str) -> Vec<(Rule, bool)> {
-    let bound = |binding: &Value| {
-        binding["subjects"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|s| s["kind"] == "ServiceAccount" && s["name"] == sa && s["namespace"] == ns)
-    };
-    let mut out = Vec::new();
-    for (binding_kind, role_kind, cluster_wide) in [
-        ("ClusterRoleBinding", "ClusterRole", true),
-        ("RoleBinding", "Role", false),
-    ] {
-        for b in r.of_kind(binding_kind).into_iter().filter(|b| bound(b)) {
-            assert_eq!(b["roleRef"]["kind"], role_kind, "{b:#}");
-            let role = r
-                .of_kind(role_kind)
-                .into_iter()
-                .find(|role| role["metadata"]["name"] == b["roleRef"]["name"])
-                .unwrap_or_else(|| panic!("{binding_kind} refers to a missing {role_kind}: {b:#}"));
-            for rule in role["rules"].as_array().into_iter().flatten() {
-                let list = |k: &str| -> Vec<String> {
-                    rule[k]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
-                };
-                for k in ["verbs", "apiGroups", "resources"] {
-                    assert!(
-                        !list(k).iter().any(|v| v.contains('*')),
-                        "least privilege: no wildcards ({role_kind} {}: {rule})",
-                        role["metadata"]["name"]
-                    );
-                }
-                let mut kr = Rule::new(&[], &[], &[]).named(&format!(
-                    "{role_kind} {}",
-                    role["metadata"]["name"].as_str().unwrap_or_default()
-                ));
-                kr.verbs = list("verbs");
-                kr.api_groups = list("apiGroups");
-                kr.resources = list("resources");
-                kr.resource_names = list("resourceNames");
-                if !cluster_wide {
-                    kr = kr.in_namespaces(&[ns]);
-                }
-                out.push((kr, cluster_wide));
-            }
+    let out = support::bound_rules(r, ns, sa);
+    for (rule, _) in &out {
+        for list in [&rule.verbs, &rule.api_groups, &rule.resources] {
+            assert!(
+                !list.iter().any(|v| v.contains('*')),
+                "least privilege: no wildcards ({}: {list:?})",
+                rule.name
+            );
         }
     }
     assert!(!out.is_empty(), "nothing is bound to {ns}/{sa}");
@@ -441,15 +400,7 @@ fn granted(r: &Rendered, ns: &str, sa: &str) -> Vec<(Rule, bool)> {
 }
 
 fn attrs(c: &ApiCall, namespace: &str) -> AccessAttributes {
-    AccessAttributes {
-        verb: c.verb.into(),
-        group: c.group.into(),
-        resource: c.resource.into(),
-        subresource: c.subresource.into(),
-        namespace: namespace.into(),
-        name: c.name.into(),
-        ..Default::default()
-    }
+    support::call_attributes(c, namespace)
 }
 
 fn describe(c: &ApiCall) -> String {

@@ -17,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::api::PostParams;
 use kube::{Api, Client};
 
+use crate::api_calls::Scope;
 use crate::errors::{CallError, human, with_timeout};
 
 /// The oldest worker minor version Courier supports (`1.30`; older workers' Job status lacks what
@@ -81,15 +82,25 @@ where
     }
 }
 
+/// Where the rights Courier needs on a worker must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RightsScope<'a> {
+    /// The controller runs with `--create-worker-namespaces`: the right to create namespaces is
+    /// needed too.
+    pub creating_namespaces: bool,
+    /// The WorkerCluster's `spec.namespaces`: the Job rights are needed in each of these only
+    /// (`None`: cluster-wide).
+    pub namespaces: Option<&'a [String]>,
+}
+
 /// `/version`, the version gate, then a SelfSubjectAccessReview per
-/// required right, each call within `deadline`. `user` (the kubeconfig's user name, when known) is
-/// named in failures. `creating_namespaces` (the controller runs with `--create-worker-namespaces`)
-/// adds the right to create namespaces to those reviewed.
+/// required right (per listed namespace for the Job rights when `scope` lists namespaces), each
+/// call within `deadline`. `user` (the kubeconfig's user name, when known) is named in failures.
 pub async fn probe(
     client: &Client,
     server: &str,
     user: Option<&str>,
-    creating_namespaces: bool,
+    scope: RightsScope<'_>,
     deadline: Duration,
 ) -> Result<WorkerFacts, ProbeFailure> {
     let info = fresh(|| with_timeout(deadline, client.apiserver_version()))
@@ -105,28 +116,39 @@ pub async fn probe(
     // HTTP/1.1 each open a TLS connection, and the pool's connections do not outlive the read
     // timeout (as long as the probe interval), so concurrent reviews cost up to seven TLS handshakes
     // per worker per probe (measured: most of an idle controller's CPU, docs/benchmarks.md).
-    let mut missing = Vec::new();
-    for (verb, group, resource) in crate::api_calls::worker_rights(creating_namespaces) {
-        match fresh(|| allowed(client, verb, group, resource, deadline)).await {
-            Ok(true) => {}
-            Ok(false) => missing.push(if group.is_empty() {
-                format!("{verb} {resource}")
-            } else {
-                format!("{verb} {resource}.{group}")
-            }),
-            Err(e) => return Err(classify(server, user, &e)),
+    // (where: None = cluster-wide, the rights missing there)
+    let mut missing: Vec<(Option<&str>, Vec<String>)> = Vec::new();
+    for (kind, verb, group, resource) in
+        crate::api_calls::worker_rights_scoped(scope.creating_namespaces)
+    {
+        let places: Vec<Option<&str>> = match scope.namespaces {
+            Some(list) if kind == Scope::AnyNamespace => {
+                list.iter().map(|n| Some(n.as_str())).collect()
+            }
+            _ => vec![None],
+        };
+        for place in places {
+            match fresh(|| allowed(client, verb, group, resource, place, deadline)).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    let right = if group.is_empty() {
+                        format!("{verb} {resource}")
+                    } else {
+                        format!("{verb} {resource}.{group}")
+                    };
+                    match missing.iter_mut().find(|(p, _)| *p == place) {
+                        Some((_, rights)) => rights.push(right),
+                        None => missing.push((place, vec![right])),
+                    }
+                }
+                Err(e) => return Err(classify(server, user, &e)),
+            }
         }
     }
     if !missing.is_empty() {
         return Err(ProbeFailure {
             reason: REASON_FORBIDDEN,
-            message: format!(
-                "the credentials{} for {server} lack rights Courier needs: {} (cluster-wide); grant \
-                 them (charts/courier-worker creates a ServiceAccount with exactly these) and use \
-                 that account's token",
-                of_user(user),
-                missing.join(", ")
-            ),
+            message: missing_rights_message(server, user, scope.namespaces, &missing),
         });
     }
     Ok(WorkerFacts {
@@ -134,14 +156,49 @@ pub async fn probe(
     })
 }
 
+/// The Forbidden message: which rights are missing where, and the worker chart's fix.
+fn missing_rights_message(
+    server: &str,
+    user: Option<&str>,
+    namespaces: Option<&[String]>,
+    missing: &[(Option<&str>, Vec<String>)],
+) -> String {
+    let parts: Vec<String> = missing
+        .iter()
+        .map(|(place, rights)| match place {
+            Some(ns) => format!("in namespace {ns}: {}", rights.join(", ")),
+            None => format!("cluster-wide: {}", rights.join(", ")),
+        })
+        .collect();
+    let fix = match namespaces {
+        Some(list) => format!(
+            "grant them with the worker chart (charts/courier-worker) installed with `--set \
+             namespaces={{{}}}` (the Job rights in each namespace listed in the WorkerCluster's \
+             spec.namespaces), and use that account's token",
+            list.join(",")
+        ),
+        None => "grant them (charts/courier-worker creates a ServiceAccount with exactly these) \
+                 and use that account's token; if the worker chart grants them only in some \
+                 namespaces (its `namespaces` value), list the same ones in the WorkerCluster's \
+                 spec.namespaces (`courier cluster add --namespaces`)"
+            .to_string(),
+    };
+    format!(
+        "the credentials{} for {server} lack rights Courier needs: {}; {fix}",
+        of_user(user),
+        parts.join("; ")
+    )
+}
+
 async fn allowed(
     client: &Client,
     verb: &str,
     group: &str,
     resource: &str,
+    namespace: Option<&str>,
     deadline: Duration,
 ) -> Result<bool, CallError> {
-    let review = crate::api_calls::access_review(verb, group, resource);
+    let review = crate::api_calls::access_review_in(verb, group, resource, namespace);
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let answer = with_timeout(deadline, api.create(&PostParams::default(), &review)).await?;
     Ok(answer.status.is_some_and(|s| s.allowed))
@@ -266,6 +323,35 @@ mod tests {
         assert_eq!(version_problem("https://w1", &info("1", "30")), None);
         assert_eq!(version_problem("https://w1", &info("1", "36+")), None);
         assert_eq!(version_problem("https://w1", &info("1", "x")), None);
+    }
+
+    /// Missing rights are named with where they are missing, and the fix names the chart value
+    /// when the WorkerCluster lists its namespaces.
+    #[test]
+    fn missing_rights_name_the_namespace_and_the_chart_fix() {
+        let list = ["team-a".to_string(), "team-b".to_string()];
+        let missing = [
+            (
+                Some("team-b"),
+                vec!["create jobs.batch".to_string(), "list jobs.batch".into()],
+            ),
+            (None, vec!["get namespaces".to_string()]),
+        ];
+        let m = missing_rights_message("https://w1", Some("courier"), Some(&list), &missing);
+        assert_eq!(
+            m,
+            "the credentials of user courier for https://w1 lack rights Courier needs: in \
+             namespace team-b: create jobs.batch, list jobs.batch; cluster-wide: get namespaces; \
+             grant them with the worker chart (charts/courier-worker) installed with `--set \
+             namespaces={team-a,team-b}` (the Job rights in each namespace listed in the \
+             WorkerCluster's spec.namespaces), and use that account's token"
+        );
+        let m = missing_rights_message("https://w1", None, None, &missing[1..]);
+        assert!(
+            m.contains("needs: cluster-wide: get namespaces; grant them (charts/courier-worker")
+                && m.contains("spec.namespaces (`courier cluster add --namespaces`)"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -105,6 +105,25 @@ impl Ctx {
         }
     }
 
+    /// The namespaces of the unfinished origins placed on `cluster`.
+    pub fn namespaces_placed_on(&self, cluster: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .origins
+            .keys_where(|e| {
+                courier_core::job::finished(&e.view.status).is_none()
+                    && e.view
+                        .labels
+                        .get(LABEL_CLUSTER)
+                        .is_some_and(|c| c == cluster)
+            })
+            .into_iter()
+            .map(|k| k.namespace)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// Re-examines every origin in management namespace `namespace`.
     pub fn requeue_namespace(&self, namespace: &str) {
         for key in self.origins.keys() {

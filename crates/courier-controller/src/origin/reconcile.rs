@@ -95,6 +95,7 @@ pub fn gather(shared: &Ctx, key: &ObjectKey) -> Option<Inputs> {
             draining: c.draining(),
             duplicate: base.is_some(),
             namespace_selector: namespace_selector(&wc),
+            namespaces: wc.spec.namespaces.clone(),
         });
         let placed_here = intent_cluster.as_deref() == Some(c.name.as_str());
         let placed_on_alias = intent_cluster
@@ -104,7 +105,7 @@ pub fn gather(shared: &Ctx, key: &ObjectKey) -> Option<Inputs> {
         let observation = if (base.is_some() && !placed_here) || placed_on_alias {
             // One Job under two names: read through the name it was placed with only.
             MirrorObservation::Unknown
-        } else if health.ready() && server.mirrors.is_synced() {
+        } else if health.ready() && server.mirrors.is_synced_for(&key.namespace) {
             match server.mirrors.get(key) {
                 Some(m) => {
                     observed_at.insert(c.name.clone(), m.observed_at);

@@ -20,6 +20,7 @@
 //! and, on the leader, a garbage-collection sweep of that worker, so stale mirrors (from epochs
 //! re-dispatched elsewhere while it was away) are deleted before anything new is placed there.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ use courier_api::reasons::{
     REASON_CONNECTED, REASON_DUPLICATE_CLUSTER, REASON_INVALID_KUBECONFIG, REASON_ORIGIN_ID_IN_USE,
     REASON_SECRET_NOT_FOUND, REASON_SECRET_NOT_LABELLED,
 };
+use courier_core::namespaces::{WatchScope, watch_scopes};
 use courier_core::status::whole_seconds;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
@@ -41,7 +43,7 @@ use super::claim::{self, ClaimError};
 use super::lifecycle::{self, normalize_server};
 use super::{Cluster, Connection, Health, ProbeState, mirrors, status};
 use crate::backoff::Backoff;
-use crate::credentials::probe::{classify, fresh};
+use crate::credentials::probe::{RightsScope, classify, fresh};
 use crate::credentials::{self, ClientTimeouts};
 use crate::errors::with_timeout;
 
@@ -52,8 +54,8 @@ const SYNC_POLL: Duration = Duration::from_millis(200);
 
 struct TaskState {
     backoff: Backoff,
-    /// Cancels the running mirror watch.
-    watch: Option<CancellationToken>,
+    /// The running mirror watches, by scope; each token cancels one.
+    watches: BTreeMap<WatchScope, CancellationToken>,
     /// The next successful probe restarts the watch (it may be deep in its own backoff).
     fresh_watch: bool,
     /// A GC sweep of this worker is due before it turns Ready.
@@ -66,7 +68,7 @@ struct TaskState {
 pub async fn run(shared: Arc<Ctx>, cluster: Arc<Cluster>) {
     let mut st = TaskState {
         backoff: Backoff::new(shared.tuning.backoff_min, shared.tuning.backoff_max),
-        watch: None,
+        watches: BTreeMap::new(),
         fresh_watch: true,
         sweep: true,
         last_warn: None,
@@ -79,7 +81,7 @@ pub async fn run(shared: Arc<Ctx>, cluster: Arc<Cluster>) {
             _ = tokio::time::sleep(delay) => {}
         }
     }
-    if let Some(w) = st.watch.take() {
+    for (_, w) in std::mem::take(&mut st.watches) {
         w.cancel();
     }
     cluster.set_connection(None);
@@ -125,7 +127,7 @@ async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) ->
     if let Some((other, why)) = lifecycle::duplicate_of(shared, cluster) {
         return duplicate(shared, cluster, st, other, why).await;
     }
-    let (version, namespace_uid) = match probe(shared, &conn).await {
+    let (version, namespace_uid) = match probe(shared, cluster, &conn).await {
         Ok(v) => v,
         Err((reason, message)) => {
             let message = credentials::probe::rotate_hint(&cluster.name, reason, message);
@@ -155,6 +157,9 @@ async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) ->
     if st.fresh_watch {
         st.fresh_watch = false;
         restart_watch(shared, cluster, st);
+    } else {
+        // spec.namespaces may have changed, or a removed namespace's last mirror gone.
+        follow_scopes(shared, cluster, st);
     }
     if !cluster.is_ready() {
         if !cluster.mirrors.is_synced() {
@@ -269,7 +274,7 @@ async fn unusable(
 }
 
 fn stop_watch(cluster: &Cluster, st: &mut TaskState) {
-    if let Some(w) = st.watch.take() {
+    for (_, w) in std::mem::take(&mut st.watches) {
         w.cancel();
     }
     cluster.mirrors.set_unsynced();
@@ -446,39 +451,72 @@ fn disconnect(cluster: &Cluster, st: &mut TaskState) {
 }
 
 fn restart_watch(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) {
-    if let Some(w) = st.watch.take() {
+    for (_, w) in std::mem::take(&mut st.watches) {
         w.cancel();
     }
     cluster.mirrors.set_unsynced();
+    follow_scopes(shared, cluster, st);
+}
+
+/// Runs exactly the mirror watches the worker needs now ([`watch_scopes`]): stops those no longer
+/// needed, starts the missing ones (each new one unsyncs the cache until it has listed).
+fn follow_scopes(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) {
     let Some(conn) = cluster.connection() else {
         return;
     };
-    let token = cluster.cancel.child_token();
-    shared.tasks.spawn(mirrors::watch(
-        shared.clone(),
-        cluster.clone(),
-        conn.watch.clone(),
-        token.clone(),
-    ));
-    st.watch = Some(token);
+    let wc = cluster.worker_cluster();
+    let wanted = match wc.spec.namespaces.as_deref() {
+        None => watch_scopes(None, []),
+        Some(list) => {
+            let mut in_use = cluster.mirrors.namespaces();
+            in_use.extend(shared.hooks.namespaces_placed_on(&cluster.name));
+            watch_scopes(Some(list), in_use.iter().map(String::as_str))
+        }
+    };
+    st.watches.retain(|scope, token| {
+        let keep = wanted.contains(scope);
+        if !keep {
+            debug!(cluster = %cluster.name, namespace = ?scope, "mirror watch no longer needed; stopped");
+            token.cancel();
+            cluster.mirrors.unwatched(scope);
+        }
+        keep
+    });
+    for scope in wanted {
+        if st.watches.contains_key(&scope) {
+            continue;
+        }
+        debug!(cluster = %cluster.name, namespace = ?scope, "mirror watch started");
+        let token = cluster.cancel.child_token();
+        cluster.mirrors.watching(scope.clone());
+        shared.tasks.spawn(mirrors::watch(
+            shared.clone(),
+            cluster.clone(),
+            scope.clone(),
+            conn.watch.clone(),
+            token.clone(),
+        ));
+        st.watches.insert(scope, token);
+    }
 }
 
 /// The shared worker probe ([`credentials::probe`]: `/version`, the version gate, the rights), then
 /// the `kube-system` namespace's UID (the worker's identity). Returns the version and the UID.
 async fn probe(
     shared: &Ctx,
+    cluster: &Cluster,
     conn: &Connection,
 ) -> Result<(String, String), (&'static str, String)> {
     let deadline = shared.tuning.request_timeout;
-    let facts = credentials::probe::probe(
-        &conn.request,
-        &conn.server,
-        None,
-        shared.cfg.worker_namespaces != courier_core::namespaces::WorkerNamespaces::MustExist,
-        deadline,
-    )
-    .await
-    .map_err(|f| (f.reason, f.message))?;
+    let wc = cluster.worker_cluster();
+    let scope = RightsScope {
+        creating_namespaces: shared.cfg.worker_namespaces
+            != courier_core::namespaces::WorkerNamespaces::MustExist,
+        namespaces: wc.spec.namespaces.as_deref(),
+    };
+    let facts = credentials::probe::probe(&conn.request, &conn.server, None, scope, deadline)
+        .await
+        .map_err(|f| (f.reason, f.message))?;
     let uid = fresh(|| lifecycle::kube_system_uid(conn, deadline))
         .await
         .map_err(|e| {

@@ -25,6 +25,9 @@ pub trait Hooks: Send + Sync {
     fn cluster_changed(&self, cluster: &str);
     /// Re-examine every origin placed on `cluster` (it is drained, or now a duplicate).
     fn requeue_placed_on(&self, cluster: &str);
+    /// The namespaces of the unfinished origins placed on `cluster` (their mirrors' namespaces
+    /// there stay watched when its `spec.namespaces` no longer lists them).
+    fn namespaces_placed_on(&self, cluster: &str) -> Vec<String>;
     /// The labels of management namespace `namespace` changed: re-examine its origins (a
     /// WorkerCluster's `namespaceSelector` may take them now, or no longer).
     fn namespace_changed(&self, namespace: &str);

@@ -1,6 +1,12 @@
-//! A worker's mirror watch and its trimmed cache.
+//! A worker's mirror watches and their trimmed cache.
 //!
-//! The watch selects `courier.dev/origin=<origin id>` (other management clusters' mirrors and
+//! One cluster-wide watch, or, when the WorkerCluster lists its namespaces (`spec.namespaces`), one
+//! watch per namespace ([`courier_core::namespaces::watch_scopes`]) feeding the same cache: then
+//! nothing is listed or watched cluster-wide there, and the rights can be granted per namespace.
+//! Each watch's re-list drops only the keys of its own namespace, and the cache is synced once
+//! every running watch has listed.
+//!
+//! A watch selects `courier.dev/origin=<origin id>` (other management clusters' mirrors and
 //! foreign Jobs are never seen), resumes from its last resourceVersion after a dropped connection,
 //! re-lists after `410 Gone`, backs off with jitter on errors, and has a client-side idle timeout
 //! (kube's watcher) plus a read timeout (the watch client's) so a silent dead connection is noticed.
@@ -13,12 +19,12 @@
 //! No pod template, no managedFields: well under 2 KB per mirror.
 
 use crate::locks::RwLockExt as _;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use courier_api::{LABEL_EPOCH, LABEL_ORIGIN, LABEL_ORIGIN_UID};
 use courier_core::drift::DRIFTING_SPEC_FIELDS;
+use courier_core::namespaces::WatchScope;
 use courier_core::reconcile::MirrorView;
 use kube::Api;
 use kube::api::DynamicObject;
@@ -52,7 +58,8 @@ struct Inner {
 #[derive(Default)]
 pub struct MirrorCache {
     inner: RwLock<Inner>,
-    synced: AtomicBool,
+    /// The running watches (by scope) and whether each has completed a list.
+    scopes: Mutex<BTreeMap<WatchScope, bool>>,
 }
 
 impl MirrorCache {
@@ -64,13 +71,52 @@ impl MirrorCache {
         self.inner.write_or_recover()
     }
 
-    /// The cache reflects a complete list of the worker's mirrors (since the current watch began).
-    pub fn is_synced(&self) -> bool {
-        self.synced.load(Ordering::Acquire)
+    fn scopes(&self) -> std::sync::MutexGuard<'_, BTreeMap<WatchScope, bool>> {
+        self.scopes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The cache reflects a complete list of the worker's mirrors: a watch runs, and every running
+    /// watch has listed its scope (since it began).
+    pub fn is_synced(&self) -> bool {
+        let scopes = self.scopes();
+        !scopes.is_empty() && scopes.values().all(|listed| *listed)
+    }
+
+    /// Whether the cache is synced and one of its watches covers `namespace` (cluster-wide, or that
+    /// namespace): only then does a missing entry mean the worker has no such mirror. (A namespace
+    /// not watched, e.g. a Job's that left `spec.namespaces` before its watch was started again after
+    /// a restart, says nothing.)
+    pub fn is_synced_for(&self, namespace: &str) -> bool {
+        let scopes = self.scopes();
+        !scopes.is_empty()
+            && scopes.values().all(|listed| *listed)
+            && scopes
+                .keys()
+                .any(|s| s.as_deref().is_none_or(|ns| ns == namespace))
+    }
+
+    /// No watch runs any more (all were stopped).
     pub fn set_unsynced(&self) {
-        self.synced.store(false, Ordering::Release);
+        self.scopes().clear();
+    }
+
+    /// A watch of `scope` starts: the cache is not synced until it has listed.
+    pub fn watching(&self, scope: WatchScope) {
+        self.scopes().insert(scope, false);
+    }
+
+    /// The watch of `scope` stopped.
+    pub fn unwatched(&self, scope: &WatchScope) {
+        self.scopes().remove(scope);
+    }
+
+    /// The namespaces the cache holds mirrors in.
+    pub fn namespaces(&self) -> BTreeSet<String> {
+        self.read()
+            .map
+            .keys()
+            .map(|k| k.namespace.clone())
+            .collect()
     }
 
     pub fn get(&self, key: &ObjectKey) -> Option<MirrorEntry> {
@@ -107,9 +153,46 @@ impl MirrorCache {
     }
 }
 
-impl Cache<SlimJob> for MirrorCache {
+/// The part of a [`MirrorCache`] one watch fills: everything (`None`) or one namespace.
+struct Scoped<'a> {
+    cache: &'a MirrorCache,
+    scope: WatchScope,
+}
+
+impl Cache<SlimJob> for Scoped<'_> {
     type Key = ObjectKey;
 
+    fn key_of(&self, obj: &SlimJob) -> Option<ObjectKey> {
+        self.cache.key_of(obj)
+    }
+
+    fn store(&self, key: &ObjectKey, obj: SlimJob) -> bool {
+        self.cache.store(key, obj)
+    }
+
+    fn drop_key(&self, key: &ObjectKey) -> bool {
+        self.cache.drop_key(key)
+    }
+
+    /// Only the keys of this watch's namespace: its re-list must not drop another watch's.
+    fn cached_keys(&self) -> Vec<ObjectKey> {
+        let mut keys = self.cache.cached_keys();
+        if let Some(ns) = &self.scope {
+            keys.retain(|k| &k.namespace == ns);
+        }
+        keys
+    }
+
+    fn mark_synced(&self) {
+        // A watch stopped meanwhile does not come back as synced.
+        if let Some(listed) = self.cache.scopes().get_mut(&self.scope) {
+            *listed = true;
+        }
+    }
+}
+
+/// What the watches do to the cache, each through its [`Scoped`] part.
+impl MirrorCache {
     fn key_of(&self, obj: &SlimJob) -> Option<ObjectKey> {
         Some(ObjectKey::new(
             obj.metadata.namespace.clone().unwrap_or_default(),
@@ -141,10 +224,6 @@ impl Cache<SlimJob> for MirrorCache {
 
     fn cached_keys(&self) -> Vec<ObjectKey> {
         self.read().map.keys().cloned().collect()
-    }
-
-    fn mark_synced(&self) {
-        self.synced.store(true, Ordering::Release);
     }
 }
 
@@ -196,22 +275,31 @@ pub fn trim(obj: &SlimJob) -> Option<(ObjectKey, MirrorEntry)> {
     ))
 }
 
-/// Runs one watch of `cluster`'s mirrors with `client` until `token` is cancelled. Every change
-/// queues the origin with the same `namespace/name`.
+/// Runs one watch of `cluster`'s mirrors in `scope` (a namespace, or cluster-wide) with `client`
+/// until `token` is cancelled. Every change queues the origin with the same `namespace/name`.
 pub async fn watch(
     shared: Arc<Ctx>,
     cluster: Arc<Cluster>,
+    scope: WatchScope,
     client: kube::Client,
     token: CancellationToken,
 ) {
-    let api: Api<SlimJob> = Api::all(client);
+    let api: Api<SlimJob> = match &scope {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    };
     let timeout = u32::try_from(shared.tuning.watch_timeout.as_secs().max(1)).unwrap_or(290);
     let config = watcher::Config::default()
         .labels(&format!("{LABEL_ORIGIN}={}", shared.cfg.origin_id))
         .timeout(timeout);
     let backoff = Backoff::new(shared.tuning.backoff_min, shared.tuning.backoff_max);
     let cache = &cluster.mirrors;
-    watch::run(api, config, backoff, &token, cache, |change| match change {
+    let scoped = Scoped {
+        cache,
+        scope: scope.clone(),
+    };
+    let place = scope.as_deref().unwrap_or("(all namespaces)");
+    watch::run(api, config, backoff, &token, &scoped, |change| match change {
         // A mirror changed: copying its status must not wait behind new origins.
         Change::Stored(key) => shared.queue.add_urgent(key),
         Change::Deleted(key) => {
@@ -222,14 +310,52 @@ pub async fn watch(
             for key in gone {
                 shared.queue.add(key);
             }
-            debug!(cluster = %cluster.name, mirrors = cache.len(), "mirror cache synced");
+            debug!(cluster = %cluster.name, namespace = place, mirrors = cache.len(), "mirror cache synced");
             // The cluster task turns Ready only once its cache is synced.
             cluster.wake.notify_one();
         }
         Change::Failed(e) => {
-            warn!(cluster = %cluster.name, error = %e, "mirror watch failed; retrying with backoff");
+            warn!(cluster = %cluster.name, namespace = place, error = %e, "mirror watch failed; retrying with backoff");
             cluster.wake.notify_one();
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synced_for_a_namespace_needs_a_listed_watch_covering_it() {
+        let cache = MirrorCache::default();
+        assert!(!cache.is_synced() && !cache.is_synced_for("team-a"));
+        cache.watching(Some("team-a".into()));
+        assert!(!cache.is_synced_for("team-a"), "not listed yet");
+        let scoped = Scoped {
+            cache: &cache,
+            scope: Some("team-a".into()),
+        };
+        scoped.mark_synced();
+        assert!(cache.is_synced() && cache.is_synced_for("team-a"));
+        assert!(!cache.is_synced_for("team-b"), "team-b is not watched");
+        cache.watching(None);
+        assert!(
+            !cache.is_synced_for("team-b"),
+            "the cluster-wide watch has not listed"
+        );
+        Scoped {
+            cache: &cache,
+            scope: None,
+        }
+        .mark_synced();
+        assert!(cache.is_synced_for("team-b"));
+        cache.unwatched(&None);
+        assert!(!cache.is_synced_for("team-b") && cache.is_synced_for("team-a"));
+        cache.set_unsynced();
+        assert!(!cache.is_synced_for("team-a"));
+        // A watch stopped meanwhile does not come back as synced.
+        scoped.mark_synced();
+        assert!(!cache.is_synced());
+    }
 }

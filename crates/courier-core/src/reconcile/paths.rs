@@ -320,7 +320,9 @@ impl<'a, W: Workload> Plan<'a, W> {
                 .filter(|(_, r)| {
                     !matches!(
                         r,
-                        Ineligibility::SelectorMismatch | Ineligibility::NamespaceNotSelected
+                        Ineligibility::SelectorMismatch
+                            | Ineligibility::NamespaceNotSelected
+                            | Ineligibility::NamespaceNotListed
                     )
                 })
                 .collect();

@@ -54,6 +54,11 @@ pub struct AddArgs {
     /// Register it paused (no placements until `courier cluster resume`).
     #[arg(long)]
     pub paused: bool,
+    /// The worker namespaces Courier may use there, comma-separated (e.g. team-a,team-b): only
+    /// Jobs of these namespaces go to it, and Courier needs its Job rights only in these (install
+    /// the worker chart with `--set namespaces={team-a,team-b}`). Default: every namespace.
+    #[arg(long, value_delimiter = ',', value_name = "NS,...")]
+    pub namespaces: Vec<String>,
     /// Name of the Secret holding the kubeconfig (default: NAME-kubeconfig).
     #[arg(long)]
     pub secret_name: Option<String>,
@@ -100,6 +105,8 @@ pub struct Registration {
     pub labels: BTreeMap<String, String>,
     pub weight: i32,
     pub paused: bool,
+    /// `spec.namespaces`: the worker namespaces Courier may use (`None`: all).
+    pub namespaces: Option<Vec<String>>,
     /// Annotations of the Secret (where a requested token came from, see `rotate`).
     pub secret_annotations: BTreeMap<String, String>,
 }
@@ -171,6 +178,7 @@ pub async fn add(
             "invalid Secret name {secret_name:?}: it {p}; pass a shorter --secret-name or WorkerCluster name"
         );
     }
+    let namespaces = worker_namespaces(&a.namespaces)?;
     let mut bound = None;
     let (mut min, source, base) = match a.token_ttl {
         Some(ttl) => {
@@ -237,14 +245,19 @@ pub async fn add(
     }
     if a.skip_check {
         eprintln!(
-            "Skipped the checks of worker {:?} from this machine (--skip-check): the controller's              probe alone decides whether it is Ready (`courier cluster list` shows its state).",
+            "Skipped the checks of worker {:?} from this machine (--skip-check): the controller's \
+             probe alone decides whether it is Ready (`courier cluster list` shows its state).",
             a.name
         );
     } else {
-        let facts = check_worker(&min, a.timeout).await?;
+        let facts = check_worker(&min, namespaces.as_deref(), a.timeout).await?;
+        let place = match &namespaces {
+            Some(list) => format!(" in namespaces {}", list.join(", ")),
+            None => String::new(),
+        };
         println!(
             "Checked worker {:?} at {} (context {}): server {}, and the credentials may create, get, \
-             list, watch, patch and delete Jobs and create namespaces.",
+             list, watch, patch and delete Jobs{place}.",
             a.name, min.server, min.context, facts.server_version
         );
     }
@@ -262,6 +275,7 @@ pub async fn add(
         labels: a.labels.iter().cloned().collect(),
         weight: a.weight,
         paused: a.paused,
+        namespaces: namespaces.clone(),
         secret_annotations: bound
             .map(|(t, expires)| t.annotations(&expires))
             .unwrap_or_default(),
@@ -290,6 +304,21 @@ pub async fn add(
         ),
     }
     Ok(())
+}
+
+/// `--namespaces` as `spec.namespaces`: `None` when none is given; each must be a namespace name
+/// (a DNS label), and a name given twice counts once.
+pub fn worker_namespaces(given: &[String]) -> anyhow::Result<Option<Vec<String>>> {
+    let mut out: Vec<String> = Vec::new();
+    for ns in given.iter().map(|n| n.trim()) {
+        if let Some(p) = crate::util::dns_label_problem(ns) {
+            bail!("invalid namespace {ns:?} in --namespaces: it {p}");
+        }
+        if !out.iter().any(|n| n == ns) {
+            out.push(ns.to_string());
+        }
+    }
+    Ok((!out.is_empty()).then_some(out))
 }
 
 /// Why `name` cannot name a WorkerCluster ("it ..."), or None. Beyond a DNS subdomain, at most 63
@@ -366,18 +395,26 @@ pub async fn preflight_management(
 
 /// The checks of `cluster add` against the worker itself: the controller's own probe (reachable, a
 /// supported version, every right Courier needs), from this machine.
-pub async fn check_worker(min: &Minified, timeout: Duration) -> anyhow::Result<WorkerFacts> {
+pub async fn check_worker(
+    min: &Minified,
+    namespaces: Option<&[String]>,
+    timeout: Duration,
+) -> anyhow::Result<WorkerFacts> {
     if let Some(p) = credentials::server_problem(&min.server) {
         bail!("the worker's kubeconfig: its server {p}");
     }
     let client = worker_client(min, timeout).await?;
     // Namespace creation is not among the rights checked: a controller run with
     // --create-worker-namespaces finds out at its probe (Ready=False, Forbidden, naming the right).
+    let scope = probe::RightsScope {
+        creating_namespaces: false,
+        namespaces,
+    };
     let facts = probe::probe(
         &client,
         &min.server,
         min.user_name.as_deref(),
-        false,
+        scope,
         timeout,
     )
     .await
@@ -440,6 +477,7 @@ pub async fn create_registration(client: &Client, reg: &Registration) -> anyhow:
     let mut spec = WorkerClusterSpec::new(reg.secret_name.clone());
     spec.weight = reg.weight;
     spec.paused = reg.paused;
+    spec.namespaces = reg.namespaces.clone();
     let mut wc = WorkerCluster::new(&reg.name, spec);
     if !reg.labels.is_empty() {
         wc.metadata.labels = Some(reg.labels.clone());

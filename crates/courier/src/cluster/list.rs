@@ -12,7 +12,8 @@ use crate::workers::list_worker_clusters;
 
 #[derive(Args, Debug)]
 pub struct ListArgs {
-    /// Output format: table, wide (with Secret, last probe and message), name, json or yaml
+    /// Output format: table, wide (with Secret, worker namespaces, last probe and message), name,
+    /// json or yaml
     /// (`kind: List`).
     #[arg(long, short = 'o', value_enum, default_value = "table")]
     pub output: OutputFormat,
@@ -43,7 +44,7 @@ fn table(items: &[WorkerCluster], wide: bool) -> Table {
         "NAME", "READY", "REASON", "VERSION", "MIRRORS", "WEIGHT", "PAUSED", "LABELS", "AGE",
     ];
     if wide {
-        header.extend(["SECRET", "LAST-PROBE", "MESSAGE"]);
+        header.extend(["SECRET", "NAMESPACES", "LAST-PROBE", "MESSAGE"]);
     }
     let rows = items
         .iter()
@@ -66,6 +67,11 @@ fn table(items: &[WorkerCluster], wide: bool) -> Table {
             ];
             if wide {
                 row.push(wc.spec.kubeconfig_secret_ref.name.clone());
+                // spec.namespaces: the worker namespaces Courier may use there.
+                row.push(match &wc.spec.namespaces {
+                    Some(list) => list.join(","),
+                    None => "all".into(),
+                });
                 row.push(match &status.last_probe_time {
                     Some(t) => format!("{} ago", age(Some(t.0))),
                     None => "-".into(),
@@ -167,9 +173,16 @@ mod tests {
         assert_eq!(t.rows[2][1..3], ["Unknown", "NotObserved"]);
         assert_eq!(t.rows[0][7], "region=eu");
         let w = table(&items, true);
-        assert_eq!(w.header[9..], ["SECRET", "LAST-PROBE", "MESSAGE"]);
+        assert_eq!(
+            w.header[9..],
+            ["SECRET", "NAMESPACES", "LAST-PROBE", "MESSAGE"]
+        );
         assert_eq!(w.rows[1][9], "b-kubeconfig");
-        assert_eq!(w.rows[1][11], "dial tcp: refused");
+        assert_eq!(w.rows[1][10], "all");
+        assert_eq!(w.rows[1][12], "dial tcp: refused");
+        let mut listed = wc("n", None);
+        listed.spec.namespaces = Some(vec!["team-a".into(), "team-b".into()]);
+        assert_eq!(table(&[listed], true).rows[0][10], "team-a,team-b");
         assert_eq!(notes(&items), ["b: Unreachable: dial tcp: refused"]);
         let mut unprotected = wc("d", Some(("True", "Connected", "ok")));
         if let Some(s) = &mut unprotected.status {

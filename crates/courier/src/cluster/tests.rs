@@ -244,6 +244,7 @@ async fn kubeconfig_from_the_token_secret_passes_cluster_add() {
             labels: Vec::new(),
             weight: 1,
             paused: false,
+            namespaces: Vec::new(),
             secret_name: None,
             flatten: false,
             allow_exec_kubeconfigs: false,
@@ -283,7 +284,7 @@ async fn kubeconfig_from_the_token_secret_passes_cluster_add() {
     // ran as the ServiceAccount.
     worker.set_rules(TOKEN, RuleSet::none());
     let min = kubeconfig::minify(&kc, None, "generated").expect("one context");
-    let e = check_worker(&min, Duration::from_secs(5))
+    let e = check_worker(&min, None, Duration::from_secs(5))
         .await
         .expect_err("no rights")
         .to_string();
@@ -315,7 +316,7 @@ async fn ca_comes_from_the_token_secret_when_the_admin_kubeconfig_has_none() {
     );
     // The worker's certificate verifies against the CA taken from the Secret.
     let min = kubeconfig::minify(&kc, None, "generated").expect("one context");
-    check_worker(&min, Duration::from_secs(5))
+    check_worker(&min, None, Duration::from_secs(5))
         .await
         .expect("TLS verified with the Secret's CA");
     let _ = std::fs::remove_dir_all(&dir);
@@ -428,4 +429,82 @@ async fn errors_name_the_object_and_the_fix_and_never_the_token() {
     let e = fail(a).await;
     assert!(e.contains("https://"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--namespaces a,b`: namespace names only, each once; none given = every namespace.
+#[test]
+fn namespaces_flag_takes_namespace_names() {
+    use super::add::worker_namespaces;
+    let given = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(worker_namespaces(&[]).ok(), Some(None));
+    assert_eq!(
+        worker_namespaces(&given(&["team-a", "team-b", "team-a"])).ok(),
+        Some(Some(given(&["team-a", "team-b"])))
+    );
+    for bad in ["Team-A", "a.b", "", "-a", &"x".repeat(64)] {
+        let e = worker_namespaces(&given(&[bad]))
+            .expect_err("not a namespace name")
+            .to_string();
+        assert!(e.contains("--namespaces") && e.contains(bad), "{e}");
+    }
+}
+
+/// `--namespaces`: `cluster add`'s checks review the Job rights in each listed namespace only, so a
+/// token bound like the worker chart's `namespaces` value passes with that list (and fails, naming
+/// the namespace and the chart fix, with a namespace it lacks); the WorkerCluster records the list.
+#[tokio::test]
+async fn namespaces_are_checked_there_and_registered() {
+    let worker = sim("worker-ns", Role::Worker).await;
+    let mut rules = worker_chart_rules();
+    rules.allow[0] = rules.allow[0].clone().in_namespaces(&["team-a"]);
+    worker.add_token("ns-token", "courier", rules);
+    let kc = Kubeconfig::from_yaml(&worker.kubeconfig_for("ns-token")).expect("parses");
+    let min = kubeconfig::minify(&kc, None, "w1").expect("one context");
+    let t = Duration::from_secs(5);
+    let e = check_worker(&min, None, t)
+        .await
+        .expect_err("no cluster-wide Job rights")
+        .to_string();
+    assert!(e.contains("cluster-wide: create jobs.batch"), "{e}");
+    let team_a = ["team-a".to_string()];
+    check_worker(&min, Some(&team_a), t)
+        .await
+        .expect("the Job rights hold in team-a");
+    let both = ["team-a".to_string(), "team-b".to_string()];
+    let e = check_worker(&min, Some(&both), t)
+        .await
+        .expect_err("none in team-b")
+        .to_string();
+    assert!(
+        e.contains("in namespace team-b: create jobs.batch")
+            && e.contains("--set namespaces={team-a,team-b}")
+            && !e.contains("in namespace team-a"),
+        "{e}"
+    );
+
+    let management = sim("management-ns", Role::Management).await;
+    let mc = crate::local::client_for(&management.kubeconfig())
+        .await
+        .expect("management client");
+    crate::local::install_crd(&mc).await.expect("CRD");
+    create_namespace(&mc, DEFAULT_NAMESPACE).await;
+    let reg = super::Registration {
+        name: "w1".into(),
+        namespace: DEFAULT_NAMESPACE.into(),
+        secret_name: "w1-kubeconfig".into(),
+        kubeconfig_yaml: worker.kubeconfig_for("ns-token"),
+        labels: BTreeMap::new(),
+        weight: 1,
+        paused: false,
+        namespaces: Some(team_a.to_vec()),
+        secret_annotations: BTreeMap::new(),
+    };
+    super::create_registration(&mc, &reg)
+        .await
+        .expect("registered");
+    let wc = Api::<WorkerCluster>::all(mc)
+        .get("w1")
+        .await
+        .expect("the WorkerCluster");
+    assert_eq!(wc.spec.namespaces, Some(team_a.to_vec()));
 }

@@ -143,6 +143,12 @@ pub async fn describe_text(m: &Management, job: &Job, timeout: Duration) -> Stri
         .unwrap_or_default();
     placement(&mut out, job, &wcs);
     namespace_selectors(&mut out, &m.client, &ns, &wcs).await;
+    for note in wcs
+        .iter()
+        .filter_map(|wc| courier_core::placement::namespaces_note(wc, &ns))
+    {
+        let _ = writeln!(out, "  {note}");
+    }
     conditions(&mut out, "Conditions", job);
 
     let mirror = mirror::find(m, job, "courier describe", timeout, Some(timeout)).await;
@@ -272,7 +278,8 @@ async fn namespace_selectors(out: &mut String, client: &Client, ns: &str, wcs: &
             Some(Ok(s)) if !s.matches(&labels) => {
                 let _ = writeln!(
                     out,
-                    "  {name}: not taking Jobs from namespace {ns} (its namespaceSelector {s} does                      not select it)"
+                    "  {name}: not taking Jobs from namespace {ns} (its namespaceSelector {s} does \
+                     not select it)"
                 );
             }
             Some(Err(e)) => {

@@ -125,3 +125,75 @@ pub fn render(chart: &str, release: &str, namespace: &str, values: &Value) -> Re
         .collect();
     Rendered { docs, crds, notes }
 }
+
+/// The RBAC rules bound to ServiceAccount `ns/sa` in `r`, as kubesim rules (the matcher kubesim
+/// authorizes with) named after their role, each with whether it applies cluster-wide: a
+/// ClusterRoleBinding's everywhere, a RoleBinding's (to a Role or a ClusterRole) only in the
+/// binding's namespace.
+pub fn bound_rules(r: &Rendered, ns: &str, sa: &str) -> Vec<(kubesim::kinds::ssar::Rule, bool)> {
+    let bound = |binding: &Value| {
+        binding["subjects"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|s| s["kind"] == "ServiceAccount" && s["name"] == sa && s["namespace"] == ns)
+    };
+    let mut out = Vec::new();
+    for (binding_kind, cluster_wide) in [("ClusterRoleBinding", true), ("RoleBinding", false)] {
+        for b in r.of_kind(binding_kind).into_iter().filter(|b| bound(b)) {
+            let role_kind = b["roleRef"]["kind"].as_str().unwrap_or_default();
+            assert!(
+                cluster_wide && role_kind == "ClusterRole"
+                    || !cluster_wide && ["Role", "ClusterRole"].contains(&role_kind),
+                "{binding_kind} to a {role_kind}: {b:#}"
+            );
+            let role = r
+                .of_kind(role_kind)
+                .into_iter()
+                .find(|role| role["metadata"]["name"] == b["roleRef"]["name"])
+                .unwrap_or_else(|| panic!("{binding_kind} refers to a missing {role_kind}: {b:#}"));
+            let role_name = role["metadata"]["name"].as_str().unwrap_or_default();
+            for rule in role["rules"].as_array().into_iter().flatten() {
+                let list = |k: &str| rule_list(rule, k);
+                let mut kr = kubesim::kinds::ssar::Rule::new(&[], &[], &[])
+                    .named(&format!("{role_kind} {role_name}"));
+                kr.verbs = list("verbs");
+                kr.api_groups = list("apiGroups");
+                kr.resources = list("resources");
+                kr.resource_names = list("resourceNames");
+                if !cluster_wide {
+                    let at = b["metadata"]["namespace"].as_str().unwrap_or(ns);
+                    kr = kr.in_namespaces(&[at]);
+                }
+                out.push((kr, cluster_wide));
+            }
+        }
+    }
+    out
+}
+
+/// The authorizer's attributes of API call `c` made in `namespace` ("" = cluster-wide).
+pub fn call_attributes(
+    c: &courier_controller::api_calls::ApiCall,
+    namespace: &str,
+) -> kubesim::kinds::ssar::AccessAttributes {
+    kubesim::kinds::ssar::AccessAttributes {
+        verb: c.verb.into(),
+        group: c.group.into(),
+        resource: c.resource.into(),
+        subresource: c.subresource.into(),
+        namespace: namespace.into(),
+        name: c.name.into(),
+        ..Default::default()
+    }
+}
+
+/// The strings of RBAC rule field `key` (`verbs`, `apiGroups`, `resources`, `resourceNames`).
+pub fn rule_list(rule: &Value, key: &str) -> Vec<String> {
+    rule[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}

@@ -127,3 +127,33 @@ fn a_worker_takes_only_the_namespaces_its_selector_selects() {
         "{message}"
     );
 }
+
+/// §2: a WorkerCluster's `spec.namespaces` (the worker namespaces Courier may use there) keeps Jobs
+/// of other namespaces off it, and the origin says so when nothing else is left.
+#[test]
+fn a_worker_takes_only_the_namespaces_it_lists() {
+    let mut w = World::new();
+    w.clusters[0].namespaces = Some(vec!["team-a".into()]);
+    assert_eq!(
+        kinds(&w.decide())[0],
+        "WriteIntent(b,1,0)",
+        "a does not list ml"
+    );
+    w.namespace_labels
+        .insert("kubernetes.io/metadata.name".into(), "team-a".into());
+    assert_eq!(
+        kinds(&w.decide())[0],
+        "WriteIntent(a,1,0)",
+        "a lists team-a"
+    );
+    let mut w = World::new();
+    w.clusters[0].namespaces = Some(vec!["team-a".into()]);
+    w.clusters[1].namespaces = Some(vec!["team-b".into()]);
+    let d = w.decide();
+    let (_, reason, message) = placed(&d).expect("Placed");
+    assert_eq!(reason, "NoEligibleCluster");
+    assert!(
+        message.contains("not listing this namespace in spec.namespaces: a, b"),
+        "{message}"
+    );
+}
