@@ -104,7 +104,9 @@ impl RecentEvents {
         let at = now.to_string();
         let ring = inner.rings.entry(key.clone()).or_insert_with(|| Ring {
             uid: uid.to_string(),
-            events: VecDeque::new(),
+            // Most origins get one event (Dispatched); a VecDeque's first growth takes four
+            // slots (about 600 bytes per origin here), so the first one is sized for one.
+            events: VecDeque::with_capacity(1),
         });
         if ring.uid != uid {
             inner.total -= ring.events.len();
@@ -209,6 +211,17 @@ mod tests {
         r.forget(&k);
         assert!(r.of(&k, "u2").is_empty());
         assert_eq!(r.sizes().1, 0);
+    }
+
+    /// An origin with one event (most have only `Dispatched`) holds one slot, not the four a
+    /// `VecDeque`'s first growth takes (issue #15: memory per Job).
+    #[test]
+    fn an_origin_with_one_event_holds_one_slot() {
+        let r = RecentEvents::default();
+        r.record(&key(1), "u1", "Normal", "Dispatched", "to worker-1");
+        let inner = r.inner.lock_or_recover();
+        let slots = inner.rings.get(&key(1)).map(|ring| ring.events.capacity());
+        assert_eq!(slots, Some(1));
     }
 
     /// Broken on purpose once (no global eviction): the total grew past `TOTAL` and this failed.

@@ -1,7 +1,9 @@
 //! Requests per Job: Jobs dispatched, run and finished with kubesim recording every request the
 //! controller makes (issue #13: fewer requests per Job). The counts are printed (run with
 //! `--nocapture` to see them) and bounded: a dispatch needs no read of the origin (the origin
-//! cache keeps what a mirror is built from), and the requests per Job stay within a budget.
+//! cache keeps what a mirror is built from), and the requests per Job stay within a budget. Once
+//! the mirror of a placement exists the cache drops that source (issue #15: memory per Job), so a
+//! mirror lost and re-dispatched costs at most one read of its origin, and is built as before.
 
 mod support;
 
@@ -9,7 +11,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use courier_controller::{Controller, ControllerConfig};
+use kube::Client;
+use kube::api::DeleteParams;
+use kubesim::Sim;
 use kubesim::kinds::ssar::RuleSet;
+use serde_json::json;
 use support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -17,71 +23,104 @@ const MGMT_USER: &str = "system:serviceaccount:courier-system:courier";
 const WORKER_USER: &str = "system:serviceaccount:courier-system:courier-dispatcher";
 const JOBS: usize = 10;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_costs_few_requests_and_no_read_of_its_origin() {
-    init_tracing();
-    let mgmt = sim(kubesim::Role::Management, "mgmt").await;
-    let w1 = sim(kubesim::Role::Worker, "w1").await;
-    let mc = client_for(&mgmt.kubeconfig()).await;
-    let wc = client_for(&w1.kubeconfig()).await;
-    install_crd(&mc).await;
-    ensure_namespace(&mc, NS).await;
-    ensure_namespace(&mc, JOBS_NS).await;
-    ensure_namespace(&wc, NS).await;
-    ensure_namespace(&wc, JOBS_NS).await;
-    mgmt.add_token("ctl", MGMT_USER, RuleSet::allow_all());
-    w1.add_token("ctl-w1", WORKER_USER, RuleSet::allow_all());
-    register(&mc, "w1", &w1.kubeconfig_for("ctl-w1"), &[]).await;
-    let ctl_client = client_for(&mgmt.kubeconfig_for("ctl")).await;
-    let cfg = ControllerConfig {
-        leader_elect: false,
-        ..config()
-    };
-    let controller = Controller::with_tuning(ctl_client, cfg, tuning())
-        .unwrap_or_else(|e| panic!("controller: {e}"));
-    let handle = controller.handle();
-    let stop = CancellationToken::new();
-    let task = tokio::spawn(controller.run(stop.clone()));
-    tokio::time::timeout(Duration::from_secs(15), handle.ready())
-        .await
-        .unwrap_or_else(|_| panic!("controller not ready"));
-    wait_ready_reason(&mc, "w1", "True", "Connected").await;
+/// A management cluster and one worker, the controller running, requests recorded from the moment
+/// the Jobs are submitted.
+struct Setup {
+    mgmt: Sim,
+    w1: Sim,
+    mc: Client,
+    wc: Client,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), courier_controller::ControllerError>>,
+}
 
-    // Only the Jobs' requests from here on (the probes' are a few per second at most).
-    mgmt.record_requests();
-    w1.record_requests();
-    for i in 0..JOBS {
-        submit(&mc, job(&format!("j{i}"), 1)).await;
-    }
-    for i in 0..JOBS {
-        let done = wait_finished(&mc, &format!("j{i}")).await;
-        assert!(is_true(&done, "Complete"), "{done:#}");
-    }
-    stop.cancel();
-    match tokio::time::timeout(Duration::from_secs(15), task).await {
-        Ok(Ok(Ok(()))) => {}
-        other => panic!("controller did not stop cleanly: {other:?}"),
-    }
-
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for (side, sim, user) in [("mgmt", &mgmt, MGMT_USER), ("w1", &w1, WORKER_USER)] {
-        for r in sim.recorded_requests().iter().filter(|r| r.user == user) {
-            let a = &r.attributes;
-            let what = if a.subresource.is_empty() {
-                a.resource.clone()
-            } else {
-                format!("{}/{}", a.resource, a.subresource)
-            };
-            *counts
-                .entry(format!("{side} {} {what}", a.verb))
-                .or_default() += 1;
+impl Setup {
+    async fn start() -> Setup {
+        init_tracing();
+        let mgmt = sim(kubesim::Role::Management, "mgmt").await;
+        let w1 = sim(kubesim::Role::Worker, "w1").await;
+        let mc = client_for(&mgmt.kubeconfig()).await;
+        let wc = client_for(&w1.kubeconfig()).await;
+        install_crd(&mc).await;
+        ensure_namespace(&mc, NS).await;
+        ensure_namespace(&mc, JOBS_NS).await;
+        ensure_namespace(&wc, NS).await;
+        ensure_namespace(&wc, JOBS_NS).await;
+        mgmt.add_token("ctl", MGMT_USER, RuleSet::allow_all());
+        w1.add_token("ctl-w1", WORKER_USER, RuleSet::allow_all());
+        register(&mc, "w1", &w1.kubeconfig_for("ctl-w1"), &[]).await;
+        let ctl_client = client_for(&mgmt.kubeconfig_for("ctl")).await;
+        let cfg = ControllerConfig {
+            leader_elect: false,
+            ..config()
+        };
+        let controller = Controller::with_tuning(ctl_client, cfg, tuning())
+            .unwrap_or_else(|e| panic!("controller: {e}"));
+        let handle = controller.handle();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(controller.run(stop.clone()));
+        tokio::time::timeout(Duration::from_secs(15), handle.ready())
+            .await
+            .unwrap_or_else(|_| panic!("controller not ready"));
+        wait_ready_reason(&mc, "w1", "True", "Connected").await;
+        // Only the Jobs' requests from here on (the probes' are a few per second at most).
+        mgmt.record_requests();
+        w1.record_requests();
+        Setup {
+            mgmt,
+            w1,
+            mc,
+            wc,
+            stop,
+            task,
         }
     }
-    let total: usize = counts.values().sum();
-    for (k, n) in &counts {
-        println!("{k}: {n} ({:.2} per Job)", *n as f64 / JOBS as f64);
+
+    /// Stops the controller; the controller's requests by `side verb resource[/subresource]`.
+    async fn stop(self) -> BTreeMap<String, usize> {
+        self.stop.cancel();
+        match tokio::time::timeout(Duration::from_secs(15), self.task).await {
+            Ok(Ok(Ok(()))) => {}
+            other => panic!("controller did not stop cleanly: {other:?}"),
+        }
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for (side, sim, user) in [
+            ("mgmt", &self.mgmt, MGMT_USER),
+            ("w1", &self.w1, WORKER_USER),
+        ] {
+            for r in sim.recorded_requests().iter().filter(|r| r.user == user) {
+                let a = &r.attributes;
+                let what = if a.subresource.is_empty() {
+                    a.resource.clone()
+                } else {
+                    format!("{}/{}", a.resource, a.subresource)
+                };
+                *counts
+                    .entry(format!("{side} {} {what}", a.verb))
+                    .or_default() += 1;
+            }
+        }
+        let total: usize = counts.values().sum();
+        for (k, n) in &counts {
+            println!("{k}: {n} ({:.2} per Job)", *n as f64 / JOBS as f64);
+        }
+        println!("total: {total} ({:.2} per Job)", total as f64 / JOBS as f64);
+        counts
     }
-    println!("total: {total} ({:.2} per Job)", total as f64 / JOBS as f64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_costs_few_requests_and_no_read_of_its_origin() {
+    let s = Setup::start().await;
+    for i in 0..JOBS {
+        submit(&s.mc, job(&format!("j{i}"), 1)).await;
+    }
+    for i in 0..JOBS {
+        let done = wait_finished(&s.mc, &format!("j{i}")).await;
+        assert!(is_true(&done, "Complete"), "{done:#}");
+    }
+    let counts = s.stop().await;
+    let total: usize = counts.values().sum();
     assert_eq!(
         counts.get("mgmt get jobs"),
         None,
@@ -98,5 +137,63 @@ async fn a_job_costs_few_requests_and_no_read_of_its_origin() {
     assert!(
         total <= 12 * JOBS,
         "{total} requests for {JOBS} Jobs: {counts:#?}"
+    );
+}
+
+/// Mirrors deleted behind Courier's back once they run: each Job is dispatched again (epoch 2)
+/// with at most one read of its origin (the cache no longer keeps the source of a placement whose
+/// mirror was seen), and the new mirror is built from the origin as the first one was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redispatch_reads_its_origin_at_most_once() {
+    let s = Setup::start().await;
+    let names: Vec<String> = (0..JOBS).map(|i| format!("r{i}")).collect();
+    for n in &names {
+        submit(&s.mc, job(n, 3600)).await;
+    }
+    for n in &names {
+        wait_job(&s.mc, n, "running", Duration::from_secs(30), |j| {
+            is_true(j, "courier.dev/Dispatched") && j["status"]["active"] == json!(1)
+        })
+        .await;
+    }
+    for n in &names {
+        jobs(&s.wc, JOBS_NS)
+            .delete(n, &DeleteParams::background())
+            .await
+            .unwrap_or_else(|e| panic!("deleting mirror {n}: {e}"));
+    }
+    for n in &names {
+        wait_job(&s.mc, n, "epoch 2", Duration::from_secs(30), |j| {
+            annotation(j, "courier.dev/epoch") == Some("2")
+        })
+        .await;
+        let m = eventually(
+            &format!("mirror {n} epoch 2"),
+            Duration::from_secs(30),
+            || async {
+                let m = jobs(&s.wc, JOBS_NS).get_opt(n).await.ok()??;
+                let m = serde_json::to_value(m).ok()?;
+                (label(&m, "courier.dev/epoch") == Some("2")).then_some(m)
+            },
+        )
+        .await;
+        assert_eq!(label(&m, "app"), Some("demo"), "{m:#}");
+        assert_eq!(
+            m.pointer("/spec/template/spec/containers/0/image"),
+            Some(&json!("busybox:1.36")),
+            "{m:#}"
+        );
+        assert_eq!(m["spec"]["backoffLimit"], json!(2), "{m:#}");
+    }
+    let counts = s.stop().await;
+    let reads = counts.get("mgmt get jobs").copied().unwrap_or(0);
+    assert!(
+        reads <= JOBS,
+        "{reads} reads of origins for {JOBS} re-dispatches: {counts:#?}"
+    );
+    assert_eq!(
+        counts.get("w1 create jobs").copied(),
+        Some(2 * JOBS),
+        "two creates per Job: {counts:#?}"
     );
 }

@@ -226,14 +226,19 @@ async fn reconcile(shared: &Arc<Ctx>, key: &ObjectKey) -> Result<Option<Duration
     };
     let first = decide_on(&inputs.entry.view, None);
     if !first.needs_fresh_origin {
+        if inputs.entry.source.is_some() && placed_mirror_seen(&inputs) {
+            let rv = inputs.entry.view.resource_version.as_deref();
+            shared.origins.release_source(key, rv);
+        }
         shared.record_wait(key, first.wait.as_ref());
         return execute(shared, key, &inputs.entry.view, &inputs, first).await;
     }
     // A mirror to build or a template to patch: the cached source serves (it is the cached
     // version's own spec and metadata), unless a mirror is ahead of the cached intent, which only
-    // a fresh read may judge.
+    // a fresh read may judge, or the entry no longer keeps it (`store` module docs).
     if !mirror_ahead(&inputs)
-        && let Ok(json) = serde_json::from_str::<Value>(&inputs.entry.source)
+        && let Some(source) = &inputs.entry.source
+        && let Ok(json) = serde_json::from_str::<Value>(source)
     {
         let decision = decide_on(&inputs.entry.view, Some(&json));
         shared.record_wait(key, decision.wait.as_ref());
@@ -251,6 +256,19 @@ async fn reconcile(shared: &Arc<Ctx>, key: &ObjectKey) -> Result<Option<Duration
     let decision = decide_on(&view, Some(&json));
     shared.record_wait(key, decision.wait.as_ref());
     execute(shared, key, &view, &inputs, decision).await
+}
+
+/// Whether the mirror of the cached intent (its cluster and epoch) is in that cluster's cache: no
+/// mirror is built for this placement any more.
+fn placed_mirror_seen(inputs: &Inputs) -> bool {
+    let Some(intent) = inputs.entry.view.intent() else {
+        return false;
+    };
+    matches!(
+        inputs.mirrors.get(&intent.cluster),
+        Some(MirrorObservation::Present(m))
+            if m.labels.get(LABEL_EPOCH).and_then(|e| parse_epoch(e)) == Some(intent.epoch)
+    )
 }
 
 /// Whether a mirror shows an epoch the cached intent does not explain (ahead of it, unreadable, or

@@ -13,6 +13,14 @@
 //! annotations and the spec as the JSON text it arrived in (see [`OriginEntry::source`]), so
 //! building a mirror needs no GET of the origin; it is parsed only when a mirror is built or its
 //! template patched. The watch decodes a Job as a [`SlimJob`] (no managedFields).
+//!
+//! The source is the largest part of an entry (about a quarter of it for a small Job) and is kept
+//! only while a mirror may have to be built from it: a finished origin never has one, and once the
+//! mirror of the current placement is seen ([`OriginStore::release_source`]) the later versions of
+//! the same placement and generation do without it ([`OriginStore::upsert`]). A new placement
+//! (re-dispatch: another epoch in the intent) or a new generation (a template change) brings it
+//! back with the version that carries it. A mirror to build without a source (a mirror lost and
+//! created again under the same intent) costs one GET of the origin.
 
 use crate::locks::RwLockExt as _;
 use std::collections::{BTreeMap, HashMap};
@@ -54,11 +62,29 @@ pub struct OriginEntry {
     pub created: Option<Timestamp>,
     /// What a mirror is built from, as JSON text: name, namespace, uid, every label and
     /// annotation, and the spec as the text it arrived in (parsed only when a mirror is built or its
-    /// template patched). Saves the GET of the full origin per dispatch.
-    pub source: Arc<str>,
+    /// template patched). Saves the GET of the full origin per dispatch. `None` once it cannot be
+    /// needed any more (see the module docs).
+    pub source: Option<Arc<str>>,
 }
 
 impl OriginEntry {
+    fn new(view: OriginView, created: Option<Timestamp>, source: String) -> Self {
+        // A finished Job gets no mirror any more.
+        let source = finished(&view.status).is_none().then(|| source.into());
+        Self {
+            view,
+            created,
+            source,
+        }
+    }
+
+    /// Whether `newer` (a later version of the same key) belongs to the same placement of the same
+    /// Job at the same generation: then it needs no source if this one did without.
+    fn same_placement(&self, newer: &OriginEntry) -> bool {
+        let (a, b) = (&self.view, &newer.view);
+        a.uid == b.uid && a.generation == b.generation && a.intent() == b.intent()
+    }
+
     /// The cluster this origin occupies for placement (intent set, not finished).
     fn placed_on(&self) -> Option<&str> {
         if finished(&self.view.status).is_some() {
@@ -87,11 +113,7 @@ pub fn trim(job: &Value) -> Result<Option<OriginEntry>, ViewError> {
         "spec": job.get("spec"),
     })
     .to_string();
-    Ok(Some(OriginEntry {
-        view,
-        created,
-        source: source.into(),
-    }))
+    Ok(Some(OriginEntry::new(view, created, source)))
 }
 
 /// The view and creation time of a managed Job; `None` when it is not Courier's.
@@ -201,11 +223,7 @@ pub fn trim_job(job: &SlimJob) -> Result<Option<OriginEntry>, ViewError> {
         field: "spec",
         reason: e.to_string(),
     })?;
-    Ok(Some(OriginEntry {
-        view,
-        created,
-        source: source.into(),
-    }))
+    Ok(Some(OriginEntry::new(view, created, source)))
 }
 
 #[derive(Serialize)]
@@ -237,6 +255,22 @@ struct Inner {
 }
 
 impl Inner {
+    /// Replaces `key`'s entry with `entry` (a later version), keeping the placement counts and
+    /// leaving out the source where the version it replaces did without it.
+    fn replace(&mut self, key: ObjectKey, mut entry: OriginEntry) {
+        if let Some(old) = self.map.get(&key)
+            && old.source.is_none()
+            && old.same_placement(&entry)
+        {
+            entry.source = None;
+        }
+        let entry = Arc::new(entry);
+        self.count(&entry, 1);
+        if let Some(old) = self.map.insert(key, entry) {
+            self.count(&old, -1);
+        }
+    }
+
     fn count(&mut self, entry: &OriginEntry, delta: i64) {
         if let Some(cluster) = entry.placed_on() {
             let n = self.placed.entry(cluster.to_string()).or_insert(0);
@@ -308,11 +342,7 @@ impl OriginStore {
             _ => Upsert::Changed,
         };
         if verdict == Upsert::Changed {
-            let entry = Arc::new(entry);
-            inner.count(&entry, 1);
-            if let Some(old) = inner.map.insert(key, entry) {
-                inner.count(&old, -1);
-            }
+            inner.replace(key, entry);
         }
         verdict
     }
@@ -333,13 +363,24 @@ impl OriginStore {
         let Some(rv) = entry.view.resource_version.clone() else {
             return Upsert::Older;
         };
-        let entry = Arc::new(entry);
-        inner.count(&entry, 1);
-        if let Some(old) = inner.map.insert(key.clone(), entry) {
-            inner.count(&old, -1);
-        }
+        inner.replace(key.clone(), entry);
         inner.ahead.insert(key, rv);
         Upsert::Changed
+    }
+
+    /// Drops the mirror source of `key`'s entry if it is still the version `resource_version`: the
+    /// mirror of its placement exists, so no mirror is built from this version or from later ones
+    /// of the same placement and generation.
+    pub fn release_source(&self, key: &ObjectKey, resource_version: Option<&str>) {
+        let mut inner = self.write();
+        let Some(entry) = inner.map.get_mut(key) else {
+            return;
+        };
+        if entry.source.is_none() || entry.view.resource_version.as_deref() != resource_version {
+            return;
+        }
+        // The placement counts do not change: same view.
+        Arc::make_mut(entry).source = None;
     }
 
     pub fn remove(&self, key: &ObjectKey) -> Option<Arc<OriginEntry>> {
@@ -543,6 +584,48 @@ mod tests {
         assert_eq!(s.placed_on("w2"), 0, "finished origins do not count");
         assert!(s.remove(&k).is_some());
         assert_eq!(s.len(), 0);
+    }
+
+    /// The mirror source is kept while a mirror may be built from it: not for a finished Job, and
+    /// not once the mirror of the placement was seen, until the placement or the generation
+    /// changes (a re-dispatch or a template change needs it again).
+    #[test]
+    fn the_mirror_source_lives_as_long_as_a_mirror_may_be_built_from_it() {
+        let s = OriginStore::default();
+        let k = ObjectKey::new("ns", "a");
+        let source = |s: &OriginStore| s.get(&k).is_some_and(|e| e.source.is_some());
+        let version = |rv: &str, epoch: &str, generation: i64| {
+            let mut j = job(rv, Some("w1"), false);
+            j["metadata"]["annotations"]["courier.dev/epoch"] = json!(epoch);
+            j["metadata"]["generation"] = json!(generation);
+            let Ok(Some(e)) = trim(&j) else {
+                panic!("ours")
+            };
+            e
+        };
+        s.upsert(k.clone(), version("1", "1", 1));
+        assert!(source(&s), "not dispatched yet");
+        s.release_source(&k, Some("0"));
+        assert!(source(&s), "released for another version only");
+        s.release_source(&k, Some("1"));
+        assert!(!source(&s));
+        s.upsert(k.clone(), version("2", "1", 1));
+        assert!(!source(&s), "a status change of the same placement");
+        assert_eq!(s.placed_on("w1"), 1);
+        s.write_through(k.clone(), "2", version("3", "1", 1));
+        assert!(!source(&s), "our own write of the same placement");
+        assert_eq!(s.upsert(k.clone(), version("3", "1", 1)), Upsert::Unchanged);
+        s.upsert(k.clone(), version("4", "1", 2));
+        assert!(source(&s), "a new generation (a template change)");
+        s.release_source(&k, Some("4"));
+        s.upsert(k.clone(), version("5", "2", 2));
+        assert!(source(&s), "a re-dispatch (another epoch)");
+        let Ok(Some(done)) = trim(&job("6", Some("w1"), true)) else {
+            panic!("ours")
+        };
+        assert!(done.source.is_none(), "a finished Job gets no mirror");
+        assert_eq!(s.upsert(k.clone(), done), Upsert::Changed);
+        assert_eq!(s.placed_on("w1"), 0);
     }
 
     /// resourceVersions are opaque: the watch's order says which version is newer, never their

@@ -348,6 +348,7 @@ async fn courier_phase(
 async fn cluster_phase(a: &BenchArgs, bars: &Bars, work: &Path) -> anyhow::Result<ClusterFigures> {
     let n = a.idle_workers as usize;
     let bar = bars.bar("clusters: registered", n);
+    let bench_before = measure::sample(None)?;
     let local = start_clusters(a, workers("idle", n)).await?;
     bar.finish();
     let result = async {
@@ -375,6 +376,7 @@ async fn cluster_phase(a: &BenchArgs, bars: &Bars, work: &Path) -> anyhow::Resul
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let ready_seconds = started.elapsed().as_secs_f64();
+        let bench_ready = measure::sample(None)?;
         ready_bar.finish();
         // Idle: after the first probes and lists, only periodic probes and watch keep-alives.
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -391,6 +393,11 @@ async fn cluster_phase(a: &BenchArgs, bars: &Bars, work: &Path) -> anyhow::Resul
             ready_seconds,
             idle_cpu_percent: after.cpu.saturating_sub(before.cpu).as_secs_f64() / wall * 100.0,
             idle_rss_bytes: after.rss_bytes,
+            rss_per_kubesim_server_bytes: bench_ready
+                .rss_bytes
+                .saturating_sub(bench_before.rss_bytes)
+                as f64
+                / n.max(1) as f64,
         })
     }
     .await;

@@ -72,6 +72,9 @@ pub struct ClusterFigures {
     /// Controller CPU while idle, in % of one core.
     pub idle_cpu_percent: f64,
     pub idle_rss_bytes: u64,
+    /// What the bench process (which hosts the in-process kubesim servers) grew by per idle
+    /// worker server, measured with every worker Ready and the controller connected.
+    pub rss_per_kubesim_server_bytes: f64,
 }
 
 fn mib(bytes: u64) -> String {
@@ -204,6 +207,12 @@ pub fn render(r: &Report) -> String {
             ),
             "< 1% of a core",
             Some(k.idle_cpu_percent < 1.0),
+        );
+        row(
+            "RSS per kubesim server",
+            mib(k.rss_per_kubesim_server_bytes as u64),
+            "",
+            None,
         );
     }
     let load = cfg

@@ -48,13 +48,14 @@ pub fn start(
         .namespace
         .clone()
         .or_else(|| o.list.field.exact("metadata.namespace").map(str::to_string));
+    // `seen`: the version the stream is complete up to (the broadcast delivers what follows).
     let (initial, events, expired) = match from {
         None => {
             let (snap, rx) = api.store.snapshot_and_watch(&s.table, ns.as_deref());
-            (snap.items, Some((Vec::new(), rx)), None)
+            (snap.items, Some((Vec::new(), rx, snap.rv)), None)
         }
         Some(rv) => match api.store.watch(&s.table, Some(rv)) {
-            Ok(w) => (Vec::new(), Some((w.backlog, w.rx)), None),
+            Ok(w) => (Vec::new(), Some((w.backlog, w.rx, w.rv)), None),
             Err(oldest) => (Vec::new(), None, Some((rv, oldest))),
         },
     };
@@ -94,16 +95,9 @@ pub fn start(
                 return;
             }
         }
-        let Some((backlog, mut rx)) = events else {
+        let Some((mut backlog, mut rx, mut seen)) = events else {
             return;
         };
-        for ev in &backlog {
-            if let Some(b) = classify(&api, &s, &o, ev)
-                && !send(b).await
-            {
-                return;
-            }
-        }
         // Bookmarks: periodically, and once just before a requested timeout so the client can resume
         // from a recent version.
         let mut next_bookmark = tokio::time::Instant::now() + BOOKMARK_EVERY;
@@ -113,6 +107,14 @@ pub fn start(
             next_bookmark = next_bookmark.min(d - Duration::from_secs(1));
         }
         loop {
+            for ev in std::mem::take(&mut backlog) {
+                seen = seen.max(ev.rv);
+                if let Some(b) = classify(&api, &s, &o, &ev)
+                    && !send(b).await
+                {
+                    return;
+                }
+            }
             let timeout = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d).await,
@@ -137,12 +139,23 @@ pub fn start(
                 }
                 r = rx.recv() => match r {
                     Ok(ev) => {
+                        seen = seen.max(ev.rv);
                         if let Some(b) = classify(&api, &s, &o, &ev) && !send(b).await {
                             return;
                         }
                     }
-                    // Too far behind, or the server dropped its watches: end; the client resumes.
-                    Err(broadcast::error::RecvError::Lagged(_)) | Err(broadcast::error::RecvError::Closed) => return,
+                    // Behind the broadcast buffer: carry on from the retained events (what the
+                    // real server's watch cache serves); only a watcher behind those too ends.
+                    Err(broadcast::error::RecvError::Lagged(_)) => match api.store.watch(&s.table, Some(seen)) {
+                        Ok(w) => {
+                            // Sent first, at the top of the loop.
+                            backlog = w.backlog;
+                            rx = w.rx;
+                        }
+                        Err(_) => return,
+                    },
+                    // The server dropped its watches: end; the client resumes.
+                    Err(broadcast::error::RecvError::Closed) => return,
                 },
             }
         }

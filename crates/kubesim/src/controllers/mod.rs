@@ -37,6 +37,8 @@ pub use podshape::{COMPLETION_INDEX, NODE_NAME};
 mod ttl;
 
 #[cfg(test)]
+mod follower_tests;
+#[cfg(test)]
 mod pod_tests;
 #[cfg(test)]
 mod tests;
@@ -192,6 +194,10 @@ pub(crate) struct Follower {
     store: Arc<Store>,
     table: TableKey,
     rx: Option<broadcast::Receiver<Arc<Event>>>,
+    /// Retained events to hand out before `rx`'s (after falling behind the broadcast buffer).
+    backlog: std::collections::VecDeque<Arc<Event>>,
+    /// The version the changes handed out are complete up to.
+    seen: u64,
     what: &'static str,
 }
 
@@ -201,22 +207,40 @@ impl Follower {
             store,
             table,
             rx: None,
+            backlog: Default::default(),
+            seen: 0,
             what,
         }
     }
 
     /// The next change. Cancel-safe (usable in `select!`): the only await is `recv`.
     pub(crate) async fn next(&mut self) -> Change {
-        if let Some(rx) = &mut self.rx {
+        loop {
+            if let Some(ev) = self.backlog.pop_front() {
+                self.seen = self.seen.max(ev.rv);
+                return Change::Event(ev);
+            }
+            let Some(rx) = &mut self.rx else { break };
             match rx.recv().await {
-                Ok(ev) => return Change::Event(ev),
+                Ok(ev) => {
+                    self.seen = self.seen.max(ev.rv);
+                    return Change::Event(ev);
+                }
                 Err(RecvError::Lagged(n)) => {
+                    // Behind the broadcast buffer: carry on from the retained events if they reach
+                    // back far enough, else list again.
+                    if let Ok(w) = self.store.watch(&self.table, Some(self.seen)) {
+                        self.backlog = w.backlog.into();
+                        self.rx = Some(w.rx);
+                        continue;
+                    }
                     tracing::warn!(
                         controller = self.what,
                         table = %format!("{}/{}", self.table.group, self.table.plural),
                         missed = n,
                         "event stream lagged; listing again"
                     );
+                    break;
                 }
                 Err(RecvError::Closed) => {
                     tracing::debug!(
@@ -224,11 +248,14 @@ impl Follower {
                         table = %format!("{}/{}", self.table.group, self.table.plural),
                         "event stream closed; listing again"
                     );
+                    break;
                 }
             }
         }
         let (snap, rx) = self.store.snapshot_and_watch(&self.table, None);
         self.rx = Some(rx);
+        self.backlog.clear();
+        self.seen = snap.rv;
         Change::Resync(snap.items)
     }
 }
