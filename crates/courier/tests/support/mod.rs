@@ -197,3 +197,20 @@ pub fn rule_list(rule: &Value, key: &str) -> Vec<String> {
         .filter_map(|v| v.as_str().map(str::to_string))
         .collect()
 }
+
+/// The rules granted to ServiceAccount `ns/sa` ([`bound_rules`]), none with a wildcard
+/// (least privilege).
+pub fn granted(r: &Rendered, ns: &str, sa: &str) -> Vec<(kubesim::kinds::ssar::Rule, bool)> {
+    let out = bound_rules(r, ns, sa);
+    for (rule, _) in &out {
+        for list in [&rule.verbs, &rule.api_groups, &rule.resources] {
+            assert!(
+                !list.iter().any(|v| v.contains('*')),
+                "least privilege: no wildcards ({}: {list:?})",
+                rule.name
+            );
+        }
+    }
+    assert!(!out.is_empty(), "nothing is bound to {ns}/{sa}");
+    out
+}
