@@ -713,3 +713,31 @@ fn an_unanswered_create_excludes_only_a_worker_that_does_not_answer() {
     let message = placed(&d).2;
     assert!(message.contains("did not answer: a"), "{message}");
 }
+
+/// An origin's label or annotation is read only up to `MAX_ORIGIN_VALUE` bytes: a value of exactly
+/// that length is read, a longer one is treated as absent and named as over-long (a cluster selector
+/// then is not guessed at).
+#[test]
+fn origin_values_are_read_up_to_the_documented_length() {
+    use courier_core::reconcile::view::MAX_ORIGIN_VALUE;
+    for (len, read) in [(MAX_ORIGIN_VALUE, true), (MAX_ORIGIN_VALUE + 1, false)] {
+        let mut origin = origin_json();
+        let value = "x".repeat(len);
+        origin["metadata"]["annotations"] = json!({"courier.dev/cluster-selector": value});
+        let view = OriginView::from_json(&origin).expect("origin view");
+        assert_eq!(
+            view.annotations.get("courier.dev/cluster-selector"),
+            read.then_some(&value),
+            "{len} bytes"
+        );
+        assert_eq!(
+            view.oversized,
+            if read {
+                Vec::<String>::new()
+            } else {
+                vec!["courier.dev/cluster-selector".to_string()]
+            },
+            "{len} bytes"
+        );
+    }
+}
