@@ -3,6 +3,8 @@
 //! code (issue #12 §11: these kill mutants of `reconcile.rs` and `reconcile/{paths,plan}.rs` that
 //! cargo-mutants found surviving; docs/testing.md lists them). Each test names the rule it holds.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -44,20 +46,7 @@ fn origin_json() -> Value {
 }
 
 fn cluster(name: &str) -> ClusterView {
-    ClusterView {
-        name: name.into(),
-        labels: BTreeMap::from([("region".to_string(), "eu".to_string())]),
-        weight: 1,
-        paused: false,
-        ready: true,
-        not_ready_since: None,
-        server_version: Some("v1.36.0".into()),
-        current_mirrors: 0,
-        degraded: false,
-        draining: false,
-        duplicate: false,
-        namespace_selector: None,
-    }
+    support::cluster_view(name, &[("region", "eu")])
 }
 
 fn running() -> Value {
