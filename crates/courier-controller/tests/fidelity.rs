@@ -12,8 +12,6 @@ mod support;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use kube::api::{Patch, PatchParams};
-use kubesim::Role;
 use kubesim::faults::FaultConfig;
 use serde_json::{Value, json};
 use support::*;
@@ -39,33 +37,13 @@ fn hours_ago(hours: i64) -> String {
 async fn the_origin_carries_the_mirrors_own_times() {
     let mut env = Env::start().await;
     // A worker without a Job controller: the test writes the mirror's status.
-    let w3 = env.add_worker(Role::ApiServer).await;
-    register(
-        &env.mc,
-        &w3,
-        &env.worker_sim(&w3).kubeconfig(),
-        &[("region", "lab")],
-    )
-    .await;
-    wait_ready_reason(&env.mc, &w3, "True", "Connected").await;
+    let w3 = env.add_registered_api_server(&[("region", "lab")]).await;
     let mut j = job("old-times", LONG);
     j["metadata"]["annotations"] = json!({"courier.dev/cluster-selector": "region=lab"});
     submit(&env.mc, j).await;
     env.wait_mirror(&w3, "old-times", "created", |_| true).await;
     let (started, finished) = (hours_ago(2), hours_ago(1));
-    let write = |status: Value| {
-        let c = env.worker(&w3).clone();
-        async move {
-            jobs(&c, JOBS_NS)
-                .patch_status(
-                    "old-times",
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": status })),
-                )
-                .await
-                .unwrap_or_else(|e| panic!("writing the mirror status: {e}"));
-        }
-    };
+    let write = |status: Value| write_status(env.worker(&w3), "old-times", status);
     write(json!({"startTime": started, "active": 1, "ready": 1, "terminating": 0})).await;
     wait_job(&env.mc, "old-times", "running", T, |j| {
         j["status"]["active"] == json!(1)
