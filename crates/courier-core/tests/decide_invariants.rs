@@ -296,7 +296,10 @@ impl Sim {
 
     /// Applies one action; false = it failed (the shell stops there).
     fn apply(&mut self, action: &Action) -> bool {
-        if self.origin_gone {
+        // Once the origin is gone its writes fail, but the shell still performs the decision's
+        // other chains (`origin::execute`): a stale mirror's DELETE goes to its worker, which does
+        // not care about the origin.
+        if self.origin_gone && !matches!(action, Action::DeleteMirror { .. }) {
             return false;
         }
         match action {
