@@ -264,7 +264,11 @@ fn stale_mirrors_are_deleted_on_the_cached_view_unless_ahead_of_it() {
                 !cached.needs_fresh_origin,
                 "epoch {epoch} is not ahead of the cached intent (2): {cached:?}"
             );
-            assert_eq!(deletes(&cached), [stale.clone()], "epoch {epoch}");
+            assert_eq!(
+                deletes(&cached),
+                std::slice::from_ref(&stale),
+                "epoch {epoch}"
+            );
         }
         // A fresh read may condemn any of them.
         assert_eq!(deletes(&w.decide()), [stale], "epoch {epoch}, fresh read");
