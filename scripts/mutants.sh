@@ -8,6 +8,7 @@
 #   scripts/mutants.sh controller   # the controller's pure decisions (retry backoff, gc verdicts)
 #   scripts/mutants.sh key --list   # extra arguments go to every cargo-mutants run
 #   MUTANTS_FILES="placement status" scripts/mutants.sh key   # a subset of the key files
+#   MUTANTS_FILES=reconcile/paths scripts/mutants.sh key -F 'follow|unplaceable'   # some functions
 #
 # By default it mutates the source tree IN PLACE (cargo-mutants --in-place), so the tree's warm
 # target/ is reused instead of a cold build of a copy: run it on a clean checkout and do not edit or
@@ -54,9 +55,10 @@ core)
         status=$?
     ;;
 key)
-    # Placement, terminal phases, status translation, the origin-id claim, drift, selectors.
-    # Integration tests included, doctests skipped (courier-core has none).
-    for f in ${MUTANTS_FILES:-placement phase status claim drift selector}; do
+    # Placement, terminal phases, status translation, the origin-id claim, drift, selectors and
+    # `decide` (reconcile and its plan, paths and views). Integration tests included, doctests
+    # skipped (courier-core has none).
+    for f in ${MUTANTS_FILES:-placement phase status claim drift selector reconcile reconcile/plan reconcile/paths reconcile/view}; do
         run courier-core "crates/courier-core/src/$f.rs" "$f" --cargo-test-arg=--tests "$@"
     done
     ;;

@@ -11,7 +11,6 @@ use std::time::Duration;
 use courier_controller::ControllerConfig;
 use jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
-use kubesim::Role;
 use serde_json::{Value, json};
 use support::*;
 
@@ -245,15 +244,7 @@ async fn finished_mirrors_are_deleted_after_the_ttl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_stale_gauges_and_no_times_from_the_future() {
     let mut env = Env::start().await;
-    let w3 = env.add_worker(Role::ApiServer).await;
-    register(
-        &env.mc,
-        &w3,
-        &env.worker_sim(&w3).kubeconfig(),
-        &[("region", "lab")],
-    )
-    .await;
-    wait_ready_reason(&env.mc, &w3, "True", "Connected").await;
+    let w3 = env.add_registered_api_server(&[("region", "lab")]).await;
     let mut j = job("skewed", LONG);
     j["metadata"]["annotations"] = json!({"courier.dev/cluster-selector": "region=lab"});
     submit(&env.mc, j).await;
@@ -264,19 +255,7 @@ async fn no_stale_gauges_and_no_times_from_the_future() {
     let at = jiff::Timestamp::from_second(future.as_second())
         .unwrap_or(future)
         .to_string();
-    let write = |status: Value| {
-        let c = env.worker(&w3).clone();
-        async move {
-            jobs(&c, JOBS_NS)
-                .patch_status(
-                    "skewed",
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": status })),
-                )
-                .await
-                .unwrap_or_else(|e| panic!("writing the mirror status: {e}"));
-        }
-    };
+    let write = |status: Value| write_status(env.worker(&w3), "skewed", status);
     write(json!({"startTime": at, "active": 2, "ready": 1, "terminating": 0})).await;
     wait_job(&env.mc, "skewed", "two active", T, |j| active(j) == 2).await;
     env.worker_sim(&w3)

@@ -9,7 +9,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::str::FromStr;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube_core::{Expression, Selector, SelectorExt};
@@ -115,23 +114,6 @@ impl ClusterSelector {
     /// Whether a cluster with these labels is selected.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.selector.matches(labels)
-    }
-
-    /// Whether this selector matches every cluster.
-    pub fn selects_all(&self) -> bool {
-        self.selector.selects_all()
-    }
-
-    /// The kube-core selector (e.g. for list/watch parameters).
-    pub fn as_kube_selector(&self) -> &Selector {
-        &self.selector
-    }
-}
-
-impl FromStr for ClusterSelector {
-    type Err = SelectorError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::parse(s)
     }
 }
 
@@ -377,7 +359,6 @@ mod tests {
     fn empty_selects_everything() {
         for s in ["", "   "] {
             let selector = sel(s);
-            assert!(selector.selects_all());
             assert!(selector.matches(&labels(&[])));
             assert!(selector.matches(&labels(&[("a", "b")])));
         }
@@ -474,6 +455,38 @@ mod tests {
         assert!(label_value_problem("").is_none());
         assert!(label_value_problem("A-1_b.c").is_none());
         assert!(label_value_problem("x.").is_some());
+    }
+
+    /// A key's prefix is a DNS-1123 subdomain: dot-separated labels of lowercase letters, digits
+    /// and '-', each starting and ending with a letter or digit, at most 253 characters in all.
+    #[test]
+    fn a_key_prefix_follows_the_dns_subdomain_rule() {
+        for ok in ["k8s.io", "example-1.com", "1.2.3", "a", "x0-9y.io"] {
+            assert!(
+                label_key_problem(&format!("{ok}/name")).is_none(),
+                "{ok:?} is a DNS subdomain"
+            );
+        }
+        let long = vec!["a".repeat(63); 4].join(".");
+        assert!(long.len() > 253);
+        for bad in [
+            "Example.com",
+            "a_b.io",
+            "-a.io",
+            "a-.io",
+            "a..b",
+            ".a",
+            "a.",
+            long.as_str(),
+        ] {
+            assert!(
+                label_key_problem(&format!("{bad}/name")).is_some(),
+                "{bad:?} is not a DNS subdomain"
+            );
+        }
+        let longest = format!("{}.{}", "a".repeat(63), "b".repeat(189));
+        assert_eq!(longest.len(), 253);
+        assert!(label_key_problem(&format!("{longest}/name")).is_none());
     }
 
     fn label_token() -> impl Strategy<Value = String> {

@@ -33,7 +33,7 @@ use courier_core::reconcile::{
     ReconcileInput, decide,
 };
 use support::actions::{apply_merge, labels_of, short, summary};
-use support::{Walker, status_errors};
+use support::{Walker, cluster_view, status_errors};
 
 const ORIGIN_ID: &str = "mgmt";
 const ORIGIN_UID: &str = "origin-uid";
@@ -85,24 +85,10 @@ impl Sim {
         });
         let clusters = (0..n_clusters)
             .map(|i| SimCluster {
-                view: ClusterView {
-                    name: format!("w{i}"),
-                    labels: BTreeMap::from([(
-                        "region".into(),
-                        if i % 2 == 0 { "eu" } else { "us" }.into(),
-                    )]),
-                    weight: 1,
-                    paused: false,
-                    ready: true,
-                    not_ready_since: None,
-                    server_version: Some("v1.36.0".into()),
-                    current_mirrors: 0,
-                    degraded: false,
-                    draining: false,
-                    duplicate: false,
-                    namespace_selector: None,
-                    namespaces: None,
-                },
+                view: cluster_view(
+                    &format!("w{i}"),
+                    &[("region", if i % 2 == 0 { "eu" } else { "us" })],
+                ),
                 reachable: true,
                 refuses: false,
                 synced: true,
@@ -310,7 +296,10 @@ impl Sim {
 
     /// Applies one action; false = it failed (the shell stops there).
     fn apply(&mut self, action: &Action) -> bool {
-        if self.origin_gone {
+        // Once the origin is gone its writes fail, but the shell still performs the decision's
+        // other chains (`origin::execute`): a stale mirror's DELETE goes to its worker, which does
+        // not care about the origin.
+        if self.origin_gone && !matches!(action, Action::DeleteMirror { .. }) {
             return false;
         }
         match action {

@@ -3,6 +3,8 @@
 //! `courier_core::placement` that `cargo mutants` found surviving the unit tests; docs/testing.md
 //! lists them).
 
+mod support;
+
 use std::collections::BTreeMap;
 
 use courier_api::WorkerCluster;
@@ -11,6 +13,7 @@ use courier_core::placement::{
     choose_cluster, namespace_labels, namespace_selector, namespaces_note,
 };
 use serde_json::json;
+use support::cluster_view;
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -20,21 +23,7 @@ fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 fn worker(name: &str) -> ClusterView {
-    ClusterView {
-        name: name.into(),
-        labels: BTreeMap::new(),
-        weight: 1,
-        paused: false,
-        ready: true,
-        not_ready_since: None,
-        server_version: Some("v1.36.0".into()),
-        current_mirrors: 0,
-        degraded: false,
-        draining: false,
-        duplicate: false,
-        namespace_selector: None,
-        namespaces: None,
-    }
+    cluster_view(name, &[])
 }
 
 fn worker_cluster(namespace_selector: serde_json::Value) -> WorkerCluster {

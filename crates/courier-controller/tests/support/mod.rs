@@ -269,6 +269,18 @@ pub async fn delete(c: &Client, name: &str) {
         .unwrap_or_else(|e| panic!("deleting Job {name}: {e}"));
 }
 
+/// Merge-patches the status of the Job `name` in the jobs namespace, as its Job controller would.
+pub async fn write_status(c: &Client, name: &str, status: Value) {
+    jobs(c, JOBS_NS)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("writing the status of Job {name}: {e}"));
+}
+
 pub fn condition<'a>(job: &'a Value, type_: &str) -> Option<&'a Value> {
     job.pointer("/status/conditions")?
         .as_array()?
@@ -490,6 +502,16 @@ impl Env {
         ensure_namespace(&wc, JOBS_NS).await;
         self.wcs.push(wc);
         self.workers.push(w);
+        name
+    }
+
+    /// Starts a worker without a Job controller (the test writes its Jobs' statuses with
+    /// [`write_status`]), registers it with `labels` and waits until it is Ready; returns its name.
+    pub async fn add_registered_api_server(&mut self, labels: &[(&str, &str)]) -> String {
+        let name = self.add_worker(Role::ApiServer).await;
+        let kubeconfig = self.worker_sim(&name).kubeconfig();
+        register(&self.mc, &name, &kubeconfig, labels).await;
+        wait_ready_reason(&self.mc, &name, "True", "Connected").await;
         name
     }
 

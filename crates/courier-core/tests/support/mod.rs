@@ -6,6 +6,7 @@ pub mod actions;
 
 use std::path::PathBuf;
 
+use courier_core::placement::ClusterView;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::JobStatus;
 use serde_json::{Value, json};
@@ -95,6 +96,28 @@ pub fn status_errors(old_job: &Value, new_job: &Value) -> Vec<String> {
         .iter()
         .map(ToString::to_string)
         .collect()
+}
+
+/// A Ready WorkerCluster of weight 1 with `labels`, no mirrors and no namespace selector.
+pub fn cluster_view(name: &str, labels: &[(&str, &str)]) -> ClusterView {
+    ClusterView {
+        name: name.into(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        weight: 1,
+        paused: false,
+        ready: true,
+        not_ready_since: None,
+        server_version: Some("v1.36.0".into()),
+        current_mirrors: 0,
+        degraded: false,
+        draining: false,
+        duplicate: false,
+        namespace_selector: None,
+        namespaces: None,
+    }
 }
 
 pub fn ts(s: &str) -> Timestamp {

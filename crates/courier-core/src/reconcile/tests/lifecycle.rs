@@ -314,6 +314,20 @@ fn a_refused_change_recreates_an_idle_mirror_or_is_announced_once() {
         ["WriteIntent(a,2,0)", "Event(MirrorRecreated)"]
     );
     assert!(event_message(&d, "MirrorRecreated").contains("epoch 2"));
+    // Stale before new: the epoch-1 mirror still holds the name on `a`, so epoch 2 is not
+    // created in this decision (the next one deletes epoch 1 first).
+    assert!(
+        !kinds(&d).iter().any(|k| k.starts_with("CreateMirror")),
+        "{:?}",
+        kinds(&d)
+    );
+    assert_eq!(
+        d.wait,
+        Some(Wait::StaleMirrorsFirst {
+            clusters: vec!["a".into()],
+            epoch: 2
+        })
+    );
 }
 
 /// Point 9: the pod template flows while suspended, judged by the hash of what was sent.
