@@ -130,17 +130,15 @@ impl State {
         true
     }
 
-    fn promote_due(&mut self, now: Instant) -> bool {
-        let mut any = false;
+    fn promote_due(&mut self, now: Instant) {
         while let Some(entry) = self.timeline.first_entry() {
             if entry.key().0 > now {
                 break;
             }
             let key = entry.remove();
             self.delayed.remove(&key);
-            any |= self.enqueue(key, false);
+            self.enqueue(key, false);
         }
-        any
     }
 }
 
@@ -394,6 +392,41 @@ mod tests {
             waited >= Duration::from_secs(2) && waited < Duration::from_secs(3),
             "{waited:?}"
         );
+    }
+
+    /// Keys delayed to the same instant (exact under paused time; a coarse clock does it too) are
+    /// all handed out: the timeline's sequence number keeps their entries apart. Kills the mutant
+    /// `seq += 1` -> `*= 1`, under which the later key overwrote the earlier one and the earlier
+    /// origin was never reconciled again.
+    #[tokio::test(start_paused = true)]
+    async fn keys_delayed_to_the_same_instant_are_all_handed_out() {
+        let q = q();
+        for n in ["a", "b", "c"] {
+            q.add_after(k(n), Duration::from_secs(1));
+        }
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let mut got = Vec::new();
+        while let Some(key) = next_now(&q).await {
+            q.done(&key);
+            got.push(key);
+        }
+        got.sort_by_key(|key| key.to_string());
+        assert_eq!(got, [k("a"), k("b"), k("c")]);
+    }
+
+    /// A removed key (its origin is gone) leaves nothing behind: no delayed add fires later and no
+    /// backoff or server wait is kept for it.
+    #[tokio::test(start_paused = true)]
+    async fn a_removed_key_is_not_handed_out_later() {
+        let q = q();
+        q.add_after(k("gone"), Duration::from_secs(1));
+        q.retry_no_sooner(k("gone"), Some(Duration::from_secs(5)));
+        q.remove(&k("gone"));
+        assert_eq!(q.delayed_len(), 0, "the delayed add is dropped");
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(next_now(&q).await, None);
+        // No backoff kept: the next failure starts from the first delay again.
+        assert!(q.retry_no_sooner(k("gone"), None) <= Duration::from_millis(10));
     }
 
     #[tokio::test(start_paused = true)]
