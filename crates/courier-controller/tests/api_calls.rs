@@ -17,10 +17,6 @@ use serde_json::json;
 use support::*;
 use tokio_util::sync::CancellationToken;
 
-/// The users the controller authenticates as (the test harness itself is `kubesim-admin`).
-const MGMT_USER: &str = "system:serviceaccount:courier-system:courier";
-const WORKER_USER: &str = "system:serviceaccount:courier-system:courier-dispatcher";
-
 fn fits(row: &ApiCall, target: Target, r: &RecordedRequest) -> bool {
     let a = &r.attributes;
     row.target == target
@@ -51,20 +47,7 @@ fn describe(r: &RecordedRequest) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_call_the_controller_makes_is_in_the_api_call_table() {
-    init_tracing();
-    let mgmt = sim(kubesim::Role::Management, "mgmt").await;
-    let w1 = sim(kubesim::Role::Worker, "w1").await;
-    let mc = client_for(&mgmt.kubeconfig()).await;
-    let wc = client_for(&w1.kubeconfig()).await;
-    install_crd(&mc).await;
-    ensure_namespace(&mc, NS).await;
-    ensure_namespace(&mc, JOBS_NS).await;
-    // The worker chart's namespace (its ServiceAccount's: the origin id claim lives there).
-    ensure_namespace(&wc, NS).await;
-    // Distinct users for the controller, so its requests stand apart from the harness's.
-    mgmt.add_token("ctl", MGMT_USER, RuleSet::allow_all());
-    w1.add_token("ctl-w1", WORKER_USER, RuleSet::allow_all());
-    register(&mc, "w1", &w1.kubeconfig_for("ctl-w1"), &[]).await;
+    let RecordedPair { mgmt, w1, mc, wc } = recorded_pair().await;
     mgmt.record_requests();
     w1.record_requests();
 
@@ -175,8 +158,8 @@ async fn every_call_the_controller_makes_is_in_the_api_call_table() {
     let mut seen = BTreeSet::new();
     let mut missing = Vec::new();
     for (target, sim, user) in [
-        (Target::Management, &mgmt, MGMT_USER),
-        (Target::Worker, &w1, WORKER_USER),
+        (Target::Management, &mgmt, CONTROLLER_MGMT_USER),
+        (Target::Worker, &w1, CONTROLLER_WORKER_USER),
     ] {
         for r in sim.recorded_requests().iter().filter(|r| r.user == user) {
             match api_calls::all().position(|row| fits(row, target, r)) {

@@ -14,13 +14,10 @@ use courier_controller::{Controller, ControllerConfig};
 use kube::Client;
 use kube::api::DeleteParams;
 use kubesim::Sim;
-use kubesim::kinds::ssar::RuleSet;
 use serde_json::json;
 use support::*;
 use tokio_util::sync::CancellationToken;
 
-const MGMT_USER: &str = "system:serviceaccount:courier-system:courier";
-const WORKER_USER: &str = "system:serviceaccount:courier-system:courier-dispatcher";
 const JOBS: usize = 10;
 
 /// A management cluster and one worker, the controller running, requests recorded from the moment
@@ -36,19 +33,8 @@ struct Setup {
 
 impl Setup {
     async fn start() -> Setup {
-        init_tracing();
-        let mgmt = sim(kubesim::Role::Management, "mgmt").await;
-        let w1 = sim(kubesim::Role::Worker, "w1").await;
-        let mc = client_for(&mgmt.kubeconfig()).await;
-        let wc = client_for(&w1.kubeconfig()).await;
-        install_crd(&mc).await;
-        ensure_namespace(&mc, NS).await;
-        ensure_namespace(&mc, JOBS_NS).await;
-        ensure_namespace(&wc, NS).await;
+        let RecordedPair { mgmt, w1, mc, wc } = recorded_pair().await;
         ensure_namespace(&wc, JOBS_NS).await;
-        mgmt.add_token("ctl", MGMT_USER, RuleSet::allow_all());
-        w1.add_token("ctl-w1", WORKER_USER, RuleSet::allow_all());
-        register(&mc, "w1", &w1.kubeconfig_for("ctl-w1"), &[]).await;
         let ctl_client = client_for(&mgmt.kubeconfig_for("ctl")).await;
         let cfg = ControllerConfig {
             leader_elect: false,
@@ -85,8 +71,8 @@ impl Setup {
         }
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for (side, sim, user) in [
-            ("mgmt", &self.mgmt, MGMT_USER),
-            ("w1", &self.w1, WORKER_USER),
+            ("mgmt", &self.mgmt, CONTROLLER_MGMT_USER),
+            ("w1", &self.w1, CONTROLLER_WORKER_USER),
         ] {
             for r in sim.recorded_requests().iter().filter(|r| r.user == user) {
                 let a = &r.attributes;

@@ -204,6 +204,39 @@ pub async fn register(c: &Client, name: &str, kubeconfig: &str, labels: &[(&str,
     create_worker_cluster(c, name, &secret, labels).await;
 }
 
+/// The users a controller under test authenticates as, so that its requests stand apart from the
+/// harness's own (`kubesim-admin`) in kubesim's request record.
+pub const CONTROLLER_MGMT_USER: &str = "system:serviceaccount:courier-system:courier";
+pub const CONTROLLER_WORKER_USER: &str = "system:serviceaccount:courier-system:courier-dispatcher";
+
+/// A management cluster and worker `w1` for tests that read kubesim's request record: the CRD,
+/// Courier's namespace on both, the Jobs' namespace on the management cluster, tokens `ctl` and
+/// `ctl-w1` for the controller's own users (allowed everything), and w1 registered with its token.
+/// Nothing is recorded yet.
+pub struct RecordedPair {
+    pub mgmt: Sim,
+    pub w1: Sim,
+    pub mc: Client,
+    pub wc: Client,
+}
+
+pub async fn recorded_pair() -> RecordedPair {
+    init_tracing();
+    let mgmt = sim(Role::Management, "mgmt").await;
+    let w1 = sim(Role::Worker, "w1").await;
+    let mc = client_for(&mgmt.kubeconfig()).await;
+    let wc = client_for(&w1.kubeconfig()).await;
+    install_crd(&mc).await;
+    ensure_namespace(&mc, NS).await;
+    ensure_namespace(&mc, JOBS_NS).await;
+    // The worker chart's namespace (its ServiceAccount's: the origin id claim lives there).
+    ensure_namespace(&wc, NS).await;
+    mgmt.add_token("ctl", CONTROLLER_MGMT_USER, RuleSet::allow_all());
+    w1.add_token("ctl-w1", CONTROLLER_WORKER_USER, RuleSet::allow_all());
+    register(&mc, "w1", &w1.kubeconfig_for("ctl-w1"), &[]).await;
+    RecordedPair { mgmt, w1, mc, wc }
+}
+
 /// The Ready condition of a WorkerCluster: (status, reason, message).
 pub async fn ready_condition(c: &Client, name: &str) -> Option<(String, String, String)> {
     let wc = Api::<WorkerCluster>::all(c.clone()).get(name).await.ok()?;
