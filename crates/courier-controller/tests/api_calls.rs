@@ -9,13 +9,12 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use courier_controller::ControllerConfig;
 use courier_controller::api_calls::{self, ApiCall, Scope, Target};
-use courier_controller::{Controller, ControllerConfig};
 use kubesim::kinds::ssar::RuleSet;
 use kubesim::record::RecordedRequest;
 use serde_json::json;
 use support::*;
-use tokio_util::sync::CancellationToken;
 
 fn fits(row: &ApiCall, target: Target, r: &RecordedRequest) -> bool {
     let a = &r.attributes;
@@ -65,14 +64,7 @@ async fn every_call_the_controller_makes_is_in_the_api_call_table() {
         },
         ..config()
     };
-    let controller = Controller::with_tuning(ctl_client, cfg, tuning())
-        .unwrap_or_else(|e| panic!("controller: {e}"));
-    let handle = controller.handle();
-    let stop = CancellationToken::new();
-    let task = tokio::spawn(controller.run(stop.clone()));
-    tokio::time::timeout(Duration::from_secs(15), handle.ready())
-        .await
-        .unwrap_or_else(|_| panic!("controller not ready"));
+    let (_handle, stop, task) = start_controller(ctl_client, cfg).await;
     wait_ready_reason(&mc, "w1", "True", "Connected").await;
 
     // Dispatch and status copy to completion.

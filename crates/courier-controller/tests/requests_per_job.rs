@@ -10,7 +10,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use courier_controller::{Controller, ControllerConfig};
+use courier_controller::ControllerConfig;
 use kube::Client;
 use kube::api::DeleteParams;
 use kubesim::Sim;
@@ -40,14 +40,7 @@ impl Setup {
             leader_elect: false,
             ..config()
         };
-        let controller = Controller::with_tuning(ctl_client, cfg, tuning())
-            .unwrap_or_else(|e| panic!("controller: {e}"));
-        let handle = controller.handle();
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(controller.run(stop.clone()));
-        tokio::time::timeout(Duration::from_secs(15), handle.ready())
-            .await
-            .unwrap_or_else(|_| panic!("controller not ready"));
+        let (_handle, stop, task) = start_controller(ctl_client, cfg).await;
         wait_ready_reason(&mc, "w1", "True", "Connected").await;
         // Only the Jobs' requests from here on (the probes' are a few per second at most).
         mgmt.record_requests();

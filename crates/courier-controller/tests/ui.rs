@@ -8,12 +8,10 @@ mod support;
 
 use std::time::Duration;
 
-use courier_controller::Controller;
 use kube::api::{DynamicObject, PostParams};
 use kubesim::kinds::ssar::{Rule, RuleSet};
 use serde_json::Value;
 use support::*;
-use tokio_util::sync::CancellationToken;
 
 const CTL_USER: &str = "system:serviceaccount:courier-system:courier";
 
@@ -83,15 +81,8 @@ async fn off_loopback_every_caller_is_reviewed_and_sees_only_their_namespaces() 
         ),
         ..config()
     };
-    let controller =
-        Controller::with_tuning(client_for(&mgmt.kubeconfig_for("ctl")).await, cfg, tuning())
-            .unwrap_or_else(|e| panic!("controller: {e}"));
-    let handle = controller.handle();
-    let stop = CancellationToken::new();
-    let task = tokio::spawn(controller.run(stop.clone()));
-    tokio::time::timeout(Duration::from_secs(15), handle.ready())
-        .await
-        .unwrap_or_else(|_| panic!("controller not ready"));
+    let (handle, stop, task) =
+        start_controller(client_for(&mgmt.kubeconfig_for("ctl")).await, cfg).await;
 
     submit(&mc, job("mine", 600)).await;
     let mut theirs = job("theirs", 600);

@@ -237,6 +237,27 @@ pub async fn recorded_pair() -> RecordedPair {
     RecordedPair { mgmt, w1, mc, wc }
 }
 
+/// A controller running on `client` with `cfg` and the tests' tuning, once it reports ready: its
+/// handle, the token that stops it and its task.
+pub async fn start_controller(
+    client: Client,
+    cfg: ControllerConfig,
+) -> (
+    ControllerHandle,
+    CancellationToken,
+    JoinHandle<Result<(), ControllerError>>,
+) {
+    let controller = Controller::with_tuning(client, cfg, tuning())
+        .unwrap_or_else(|e| panic!("controller: {e}"));
+    let handle = controller.handle();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(controller.run(stop.clone()));
+    tokio::time::timeout(Duration::from_secs(15), handle.ready())
+        .await
+        .unwrap_or_else(|_| panic!("controller not ready"));
+    (handle, stop, task)
+}
+
 /// The Ready condition of a WorkerCluster: (status, reason, message).
 pub async fn ready_condition(c: &Client, name: &str) -> Option<(String, String, String)> {
     let wc = Api::<WorkerCluster>::all(c.clone()).get(name).await.ok()?;
