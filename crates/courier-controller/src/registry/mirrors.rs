@@ -18,7 +18,7 @@
 //! `uncountedTerminatedPods`: worker pod UIDs mean nothing to the origin) and the deletion mark.
 //! No pod template, no managedFields: well under 2 KB per mirror.
 
-use crate::locks::RwLockExt as _;
+use crate::locks::{MutexExt as _, RwLockExt as _};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -72,7 +72,7 @@ impl MirrorCache {
     }
 
     fn scopes(&self) -> std::sync::MutexGuard<'_, BTreeMap<WatchScope, bool>> {
-        self.scopes.lock().unwrap_or_else(|p| p.into_inner())
+        self.scopes.lock_or_recover()
     }
 
     /// The cache reflects a complete list of the worker's mirrors: a watch runs, and every running
@@ -87,10 +87,9 @@ impl MirrorCache {
     /// not watched, e.g. a Job's that left `spec.namespaces` before its watch was started again after
     /// a restart, says nothing.)
     pub fn is_synced_for(&self, namespace: &str) -> bool {
-        let scopes = self.scopes();
-        !scopes.is_empty()
-            && scopes.values().all(|listed| *listed)
-            && scopes
+        self.is_synced()
+            && self
+                .scopes()
                 .keys()
                 .any(|s| s.as_deref().is_none_or(|ns| ns == namespace))
     }
