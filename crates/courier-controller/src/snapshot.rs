@@ -33,6 +33,8 @@ pub struct ClusterSnapshot {
     pub labels: BTreeMap<String, String>,
     pub weight: i32,
     pub paused: bool,
+    /// `spec.namespaces`: the worker's namespaces Courier may use (`None`: every one).
+    pub namespaces: Option<Vec<String>>,
     /// RFC 3339 time of the last probe that got an answer or an error (`None` before the first).
     pub last_probe: Option<String>,
     /// Unfinished origins placed on the cluster.
@@ -142,6 +144,7 @@ pub fn clusters(shared: &Ctx) -> Vec<ClusterSnapshot> {
                 labels: wc.metadata.labels.clone().unwrap_or_default(),
                 weight: wc.spec.weight,
                 paused: wc.spec.paused,
+                namespaces: wc.spec.namespaces.clone(),
                 last_probe: h.last_probe.map(|t| t.to_string()),
                 current_mirrors: shared.origins.placed_on(&c.name),
                 cached_mirrors: c.mirrors.len(),

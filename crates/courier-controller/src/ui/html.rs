@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 
 use courier_core::phase::{ALL_PHASES, JobPhase};
 
+#[cfg(test)]
+use super::model::ClusterRow;
 use super::model::{ClustersView, ConditionRow, JobFilter, JobView, JobsView, url_encode};
 
 /// Escapes text for HTML content and quoted attribute values.
@@ -187,11 +189,19 @@ pub fn clusters_live(v: &ClustersView) -> String {
             .iter()
             .map(|l| format!("<span class=\"label\">{}</span>", esc(l)))
             .collect();
-        let placement = if r.paused {
+        let mut placement = if r.paused {
             "<span class=\"badge wait\">Paused</span>".to_string()
         } else {
             format!("weight {}", r.weight)
         };
+        // `spec.namespaces` limits where mirrors may land; say so, as `cluster list -o wide` does.
+        if !r.namespaces.is_empty() {
+            let _ = write!(
+                placement,
+                "<div class=\"msg\" data-namespaces>namespaces: {}</div>",
+                esc(&r.namespaces.join(", "))
+            );
+        }
         let _ = write!(
             out,
             "<tr data-cluster=\"{name}\" data-ready=\"{ready}\">\
@@ -575,5 +585,39 @@ mod tests {
         assert!(html.contains("alice&lt;script&gt;"));
         assert!(!html.contains("alice<script>"));
         assert!(html.contains("name=\"viewport\""));
+    }
+
+    fn row(name: &str, namespaces: &[&str]) -> ClusterRow {
+        ClusterRow {
+            name: name.into(),
+            ready: true,
+            state: "Ready",
+            reason: "Connected".into(),
+            message: String::new(),
+            since: "5m".into(),
+            server_version: None,
+            current_mirrors: 0,
+            labels: Vec::new(),
+            weight: 1,
+            paused: false,
+            namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+            last_probe: None,
+            last_probe_ago: "never".into(),
+        }
+    }
+
+    #[test]
+    fn clusters_table_names_the_worker_namespaces_only_when_limited() {
+        let html = clusters_live(&ClustersView {
+            rows: vec![row("limited", &["team-a", "team<b>"]), row("open", &[])],
+            ready: 2,
+            total: 2,
+        });
+        let (limited, open) = html.split_once("data-cluster=\"open\"").expect("two rows");
+        assert!(
+            limited.contains("namespaces: team-a, team&lt;b&gt;"),
+            "limited row: {limited}"
+        );
+        assert!(!open.contains("namespaces:"), "open row: {open}");
     }
 }

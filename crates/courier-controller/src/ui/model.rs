@@ -56,6 +56,8 @@ pub struct ClusterRow {
     pub labels: Vec<String>,
     pub weight: i32,
     pub paused: bool,
+    /// The worker's namespaces Courier may use, sorted (`spec.namespaces`); empty: every one.
+    pub namespaces: Vec<String>,
     pub last_probe: Option<String>,
     /// `12s ago`, or `never`.
     pub last_probe_ago: String,
@@ -84,6 +86,11 @@ pub fn clusters_view(clusters: &[ClusterSnapshot], now: Timestamp) -> ClustersVi
             labels: c.labels.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             weight: c.weight,
             paused: c.paused,
+            namespaces: {
+                let mut ns = c.namespaces.clone().unwrap_or_default();
+                ns.sort();
+                ns
+            },
             last_probe: c.last_probe.clone(),
             last_probe_ago: match c.last_probe.as_deref() {
                 Some(t) => format!("{} ago", age(now, Some(t))),

@@ -30,6 +30,7 @@ fn cluster(name: &str, ready: bool, reason: &str) -> ClusterSnapshot {
         ]),
         weight: 1,
         paused: false,
+        namespaces: None,
         last_probe: Some("2026-03-01T11:59:57Z".into()),
         current_mirrors: 3,
         cached_mirrors: 5,
@@ -74,6 +75,7 @@ fn ages_read_like_kubectl() {
 fn clusters_page_shows_readiness_reason_version_mirrors_labels_probe_and_pause() {
     let mut paused = cluster("b-us", true, "Connected");
     paused.paused = true;
+    paused.namespaces = Some(vec!["team-b".into(), "team-a".into()]);
     let mut fresh = cluster("c-new", false, "Pending");
     fresh.last_probe = None;
     fresh.message = String::new();
@@ -96,6 +98,11 @@ fn clusters_page_shows_readiness_reason_version_mirrors_labels_probe_and_pause()
     assert_eq!(up.server_version.as_deref(), Some("v1.36.0"));
     assert_eq!(up.current_mirrors, 3);
     assert_eq!(up.labels, ["gpu=a100", "region=eu"]);
+    assert_eq!(up.namespaces, ["team-a", "team-b"], "sorted");
+    assert!(
+        down.namespaces.is_empty(),
+        "no spec.namespaces: every namespace"
+    );
     assert_eq!(up.last_probe_ago, "3s ago");
     assert_eq!(v.rows[2].state, "Pending");
     assert_eq!(v.rows[2].last_probe_ago, "never");
