@@ -1,6 +1,7 @@
 use super::*;
 use proptest::prelude::*;
 use serde_json::json;
+use std::collections::BTreeMap;
 
 fn annotations(spec_hash: Option<String>) -> BTreeMap<String, String> {
     spec_hash
