@@ -89,6 +89,7 @@
 //!   announced once per origin generation (`MirrorOutOfSync`). Status flows up through
 //!   [`translate_status`], written only when it changes.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
@@ -134,7 +135,8 @@ pub struct OriginOf<W: Workload> {
     pub uid: String,
     pub namespace: String,
     pub name: String,
-    pub managed_by: Option<String>,
+    /// `spec.managedBy` (Courier's own value is not copied).
+    pub managed_by: Option<Cow<'static, str>>,
     pub deletion_timestamp: Option<Timestamp>,
     pub finalizers: Vec<String>,
     /// The labels decisions read ([`view::ORIGIN_LABEL_KEYS`]).

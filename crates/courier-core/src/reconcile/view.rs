@@ -1,6 +1,7 @@
 //! Reading origins and mirrors (as JSON) into the views `decide` works on; the spec facts and the
 //! status are the [`Workload`]'s.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -66,7 +67,10 @@ impl<W: Workload> OriginOf<W> {
             managed_by: spec_json
                 .get("managedBy")
                 .and_then(Value::as_str)
-                .map(str::to_string),
+                .map(|m| match m {
+                    MANAGED_BY => Cow::Borrowed(MANAGED_BY),
+                    other => Cow::Owned(other.to_string()),
+                }),
             deletion_timestamp: meta.deletion_timestamp,
             finalizers: meta.finalizers,
             labels,
@@ -194,9 +198,12 @@ impl Meta {
                 .get("finalizers")
                 .and_then(Value::as_array)
                 .map(|f| {
-                    f.iter()
+                    let mut list: Vec<String> = f
+                        .iter()
                         .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
+                        .collect();
+                    list.shrink_to_fit();
+                    list
                 })
                 .unwrap_or_default(),
             deletion_timestamp,
