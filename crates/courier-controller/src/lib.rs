@@ -37,6 +37,8 @@ pub mod api_calls;
 pub mod backoff;
 mod config;
 pub mod credentials;
+#[cfg(test)]
+mod entry_memory;
 mod errors;
 mod events;
 mod gc;

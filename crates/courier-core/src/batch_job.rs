@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 
 use courier_api::{ANNOTATION_SPEC_HASH, ANNOTATION_TEMPLATE_HASH};
 
-use crate::drift::{kueue_managed, mirror_template, spec_drift, spec_hash, template_drifts};
+use crate::drift::{
+    DRIFTING_SPEC_FIELDS, kueue_managed, mirror_template, spec_drift, spec_hash, template_drifts,
+};
 use crate::job::{JobSpecEssentials, condition, find_condition, interim};
 use crate::mirror::{MirrorError, mirror_for};
 use crate::ownership::Intent;
@@ -27,9 +29,18 @@ impl Workload for BatchJob {
     type Spec = JobSpecEssentials;
     type Status = JobStatus;
     type BuildError = MirrorError;
+    const SPEC_FIELDS: &'static [&'static str] = &DRIFTING_SPEC_FIELDS;
 
     fn read_spec(spec: &Value) -> JobSpecEssentials {
         JobSpecEssentials::from_spec_json(spec)
+    }
+
+    fn compact_status(mut status: JobStatus) -> JobStatus {
+        // A decoded list grows by doubling (to 4 for one condition): keep only what is there.
+        if let Some(c) = &mut status.conditions {
+            c.shrink_to_fit();
+        }
+        status
     }
 
     fn suspended(spec: &JobSpecEssentials) -> bool {
@@ -46,7 +57,12 @@ impl Workload for BatchJob {
 
     fn drift(origin: &OriginOf<Self>, mirror: &MirrorOf<Self>) -> Option<Drift> {
         let kueue = kueue_managed(&origin.labels);
-        let fields = spec_drift(&origin.spec_json, kueue, &mirror.spec, &mirror.annotations);
+        let fields = spec_drift(
+            &origin.spec_fields,
+            kueue,
+            &mirror.spec,
+            &mirror.annotations,
+        );
         let template = template_drifts(origin.template_hash.as_deref(), &mirror.annotations);
         if fields.is_none() && !template {
             return None;
@@ -68,7 +84,7 @@ impl Workload for BatchJob {
         let mut annotations = serde_json::Map::new();
         annotations.insert(
             ANNOTATION_SPEC_HASH.into(),
-            json!(spec_hash(&origin.spec_json, kueue)),
+            json!(spec_hash(&origin.spec_fields, kueue)),
         );
         if template_sent && let Some(h) = &origin.template_hash {
             annotations.insert(ANNOTATION_TEMPLATE_HASH.into(), json!(h));

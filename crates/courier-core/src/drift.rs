@@ -17,10 +17,9 @@
 //!   the worker's Kueue unsuspends it; Courier only sends `suspend: true`, when the origin is
 //!   suspended.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value};
 
+use crate::compact::{Labels, SpecSource};
 use courier_api::{
     ANNOTATION_SPEC_HASH, ANNOTATION_TEMPLATE_HASH, JOB_CONTROLLER_TEMPLATE_LABELS,
     LABEL_KUEUE_QUEUE_NAME,
@@ -47,17 +46,17 @@ const SERVER_DEFAULTED_FIELDS: [&str; 4] = [
 ];
 
 /// Whether the worker's Kueue decides when the mirror runs (the origin carries a queue name).
-pub fn kueue_managed(labels: &BTreeMap<String, String>) -> bool {
+pub fn kueue_managed(labels: &impl Labels) -> bool {
     labels
-        .get(LABEL_KUEUE_QUEUE_NAME)
+        .label(LABEL_KUEUE_QUEUE_NAME)
         .is_some_and(|q| !q.is_empty())
 }
 
 /// The mutable fields the mirror should carry, as Courier sends them.
-pub fn desired_fields(origin_spec: &Value, kueue: bool) -> Map<String, Value> {
+pub fn desired_fields(origin_spec: &impl SpecSource, kueue: bool) -> Map<String, Value> {
     let mut want = Map::new();
     for key in DRIFTING_SPEC_FIELDS {
-        if let Some(v) = origin_spec.get(key).filter(|v| !v.is_null()) {
+        if let Some(v) = origin_spec.field(key).filter(|v| !v.is_null()) {
             want.insert(key.to_string(), v.clone());
         }
     }
@@ -76,15 +75,15 @@ pub fn desired_fields(origin_spec: &Value, kueue: bool) -> Map<String, Value> {
 /// The spec-field patch (`{field: value or null}`) that brings the mirror in line with the origin,
 /// or `None` when nothing drifts. See the module docs for the rules.
 pub fn spec_drift(
-    origin_spec: &Value,
+    origin_spec: &impl SpecSource,
     kueue: bool,
-    mirror_spec: &Value,
-    mirror_annotations: &BTreeMap<String, String>,
+    mirror_spec: &impl SpecSource,
+    mirror_annotations: &impl Labels,
 ) -> Option<Map<String, Value>> {
     let want = desired_fields(origin_spec, kueue);
-    let sent_already = mirror_annotations.get(ANNOTATION_SPEC_HASH)
-        == Some(&hash_value(&Value::Object(want.clone())));
-    let have = |key: &str| mirror_spec.get(key).filter(|v| !v.is_null()).cloned();
+    let sent_already = mirror_annotations.label(ANNOTATION_SPEC_HASH)
+        == Some(hash_value(&Value::Object(want.clone())).as_str());
+    let have = |key: &str| mirror_spec.field(key).filter(|v| !v.is_null()).cloned();
     let mut patch = Map::new();
     for key in DRIFTING_SPEC_FIELDS {
         if key == "suspend" && kueue && !want.contains_key(key) {
@@ -110,7 +109,7 @@ pub fn spec_drift(
 }
 
 /// Hash of the mutable fields as sent (the `courier.dev/spec-hash` annotation).
-pub fn spec_hash(origin_spec: &Value, kueue: bool) -> String {
+pub fn spec_hash(origin_spec: &impl SpecSource, kueue: bool) -> String {
     hash_value(&Value::Object(desired_fields(origin_spec, kueue)))
 }
 
@@ -156,11 +155,11 @@ pub fn template_hash(origin_spec: &Value) -> Option<String> {
 /// the annotation (made by an older Courier) never drifts.
 pub fn template_drifts(
     origin_template_hash: Option<&str>,
-    mirror_annotations: &BTreeMap<String, String>,
+    mirror_annotations: &impl Labels,
 ) -> bool {
     match (
         origin_template_hash,
-        mirror_annotations.get(ANNOTATION_TEMPLATE_HASH),
+        mirror_annotations.label(ANNOTATION_TEMPLATE_HASH),
     ) {
         (Some(want), Some(sent)) => want != sent,
         _ => false,

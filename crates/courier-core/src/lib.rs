@@ -23,6 +23,7 @@
 
 pub mod batch_job;
 pub mod claim;
+pub mod compact;
 pub mod dispatched;
 pub mod drift;
 pub mod hints;

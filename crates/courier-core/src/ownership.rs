@@ -5,9 +5,9 @@
 //! named by the origin's intent and with the intent's epoch (invariant 2); any other mirror of this
 //! origin is stale and fenced (invariant 3).
 
-use std::collections::BTreeMap;
-
 use courier_api::{LABEL_EPOCH, LABEL_ORIGIN, LABEL_ORIGIN_UID};
+
+use crate::compact::Labels;
 
 /// The placement intent written on the origin: which cluster, which epoch.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -49,8 +49,8 @@ impl Ownership {
 }
 
 /// The epoch label of a remote Job, if present and well-formed.
-pub fn epoch_label(labels: &BTreeMap<String, String>) -> Option<u64> {
-    labels.get(LABEL_EPOCH).and_then(|e| parse_epoch(e))
+pub fn epoch_label(labels: &impl Labels) -> Option<u64> {
+    labels.label(LABEL_EPOCH).and_then(parse_epoch)
 }
 
 /// Parses a decimal epoch (`1`, `2`, ...); 0, signs, blanks and leading zeros are rejected.
@@ -61,21 +61,21 @@ pub fn parse_epoch(s: &str) -> Option<u64> {
 
 /// Classifies the remote Job with `labels` found on cluster `observed_on`.
 pub fn classify(
-    labels: &BTreeMap<String, String>,
+    labels: &impl Labels,
     observed_on: &str,
     origin: OriginIdentity<'_>,
     intent: Option<&Intent>,
 ) -> Ownership {
-    match labels.get(LABEL_ORIGIN) {
+    match labels.label(LABEL_ORIGIN) {
         None => return Ownership::Foreign,
         Some(id) if id != origin.origin_id => {
             return Ownership::OtherOrigin {
-                origin_id: id.clone(),
+                origin_id: id.to_string(),
             };
         }
         Some(_) => {}
     }
-    if labels.get(LABEL_ORIGIN_UID).map(String::as_str) != Some(origin.origin_uid) {
+    if labels.label(LABEL_ORIGIN_UID) != Some(origin.origin_uid) {
         return Ownership::Foreign;
     }
     let epoch = epoch_label(labels);
@@ -89,6 +89,7 @@ pub fn classify(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::BTreeMap;
 
     const ME: OriginIdentity<'static> = OriginIdentity {
         origin_id: "mgmt",

@@ -89,6 +89,7 @@
 //!   announced once per origin generation (`MirrorOutOfSync`). Status flows up through
 //!   [`translate_status`], written only when it changes.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
@@ -97,6 +98,7 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value};
 
 use crate::batch_job::BatchJob;
+use crate::compact::{SmallMap, SpecFields};
 use crate::namespaces::WorkerNamespaces;
 use crate::placement::ClusterView;
 use crate::workload::Workload;
@@ -133,19 +135,21 @@ pub struct OriginOf<W: Workload> {
     pub uid: String,
     pub namespace: String,
     pub name: String,
-    pub managed_by: Option<String>,
+    /// `spec.managedBy` (Courier's own value is not copied).
+    pub managed_by: Option<Cow<'static, str>>,
     pub deletion_timestamp: Option<Timestamp>,
     pub finalizers: Vec<String>,
     /// The labels decisions read ([`view::ORIGIN_LABEL_KEYS`]).
-    pub labels: BTreeMap<String, String>,
+    pub labels: SmallMap,
     /// The annotations decisions read ([`view::ORIGIN_ANNOTATION_KEYS`]).
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: SmallMap,
     /// Keys of those labels and annotations whose value was longer than
     /// [`view::MAX_ORIGIN_VALUE`]: treated as absent (an over-long cluster selector as invalid).
     pub oversized: Vec<String>,
     pub spec: W::Spec,
-    /// The origin's `spec` as JSON (the source of spec drift).
-    pub spec_json: Value,
+    /// The origin's spec fields decisions read ([`Workload::SPEC_FIELDS`]; the source of
+    /// spec drift).
+    pub spec_fields: SpecFields,
     pub status: W::Status,
     pub generation: Option<i64>,
     pub resource_version: Option<String>,
@@ -160,10 +164,11 @@ pub struct MirrorOf<W: Workload> {
     pub namespace: String,
     pub name: String,
     pub uid: String,
-    pub labels: BTreeMap<String, String>,
+    pub labels: SmallMap,
     /// Courier's `courier.dev/*` annotations (what was last sent, see [`crate::drift`]).
-    pub annotations: BTreeMap<String, String>,
-    pub spec: Value,
+    pub annotations: SmallMap,
+    /// The spec fields that drift ([`Workload::SPEC_FIELDS`]).
+    pub spec: SpecFields,
     pub status: W::Status,
     /// It has a deletionTimestamp.
     pub deleting: bool,

@@ -83,11 +83,16 @@ pub trait Workload: fmt::Debug + Clone + PartialEq + Default + 'static {
     type Status: fmt::Debug + Clone + PartialEq + Default + Serialize + DeserializeOwned;
     /// Why a mirror cannot be built.
     type BuildError: std::error::Error;
+    /// The spec fields the views keep ([`OriginOf::spec_fields`], [`MirrorOf::spec`]): those
+    /// that flow down as drift. The spec facts decisions read are [`Self::Spec`].
+    const SPEC_FIELDS: &'static [&'static str];
 
     // ---- reading ----
 
     /// The spec facts, from the object's `spec` JSON (missing or mistyped fields read as unset).
     fn read_spec(spec: &Value) -> Self::Spec;
+    /// A status as a cache keeps it: the same content in as little memory as it takes.
+    fn compact_status(status: Self::Status) -> Self::Status;
     /// The origin is suspended (then it is not dispatched, and losing its mirror is not counted).
     fn suspended(spec: &Self::Spec) -> bool;
     /// Hash of the part of the spec the shell patches by diff ([`Drift::template`]), from `spec`.

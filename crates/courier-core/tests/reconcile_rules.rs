@@ -760,7 +760,7 @@ fn a_refused_change_recreates_only_a_suspended_mirror_without_active_pods() {
             .reported("a", 1)
             .mirror("a", 1, json!({"active": active}));
         if let Some(MirrorObservation::Present(m)) = w.mirrors.get_mut("a") {
-            m.spec["suspend"] = json!(suspended);
+            m.spec.set("suspend", json!(suspended));
         }
         w.origin["spec"]["suspend"] = json!(suspended);
         w.origin["spec"]["parallelism"] = json!(4);

@@ -140,7 +140,7 @@ pub fn dry_run(shared: &Ctx, key: &ObjectKey) -> Option<(Inputs, Decision)> {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": v.name, "namespace": v.namespace, "uid": v.uid,
                      "labels": v.labels, "annotations": v.annotations},
-        "spec": v.spec_json,
+        "spec": v.spec_fields,
     });
     let decision = decide(&ReconcileInput {
         origin: v,

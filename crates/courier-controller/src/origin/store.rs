@@ -3,13 +3,14 @@
 //!
 //! # Memory
 //! An entry keeps the origin's `status` (needed whole: status writes are merge patches against
-//! it), its finalizers, the labels and annotations decisions read (a fixed list: cluster, epoch,
-//! re-dispatch count, cluster selector, Kueue's queue; each value at most 1 KiB, a longer one is
-//! treated as absent: see `courier_core::reconcile::view`), and only the spec fields decisions read (managedBy, suspend, completions, parallelism,
-//! completionMode, backoffLimitPerIndex, manualSelector and the fields that flow down;
-//! `successPolicy` is reduced to `{}` since only its presence matters). The pod template is reduced
-//! to its hash (template drift, see `courier_core::drift`); managedFields and user metadata are
-//! dropped. Beside the view, the entry keeps the mirror source: name, namespace, uid, labels,
+//! it; decoded typed straight from the event's text), its finalizers, the labels and annotations
+//! decisions read as a short sorted list (`courier_core::compact::SmallMap`; a fixed list of keys:
+//! cluster, epoch, re-dispatch count, cluster selector, Kueue's queue; each value at most 1 KiB, a
+//! longer one is treated as absent: see `courier_core::reconcile::view`), the spec facts decisions
+//! read (`JobSpecEssentials`, read from `KEPT_SPEC_FIELDS`; of `successPolicy` only its presence)
+//! and, as `SpecFields`, only the spec fields that flow down. The pod template is reduced to its
+//! hash (template drift, see `courier_core::drift`); managedFields and user metadata are dropped.
+//! A finished bench Job's entry holds about 1.6 KB of heap (`entry_memory.rs` bounds it). Beside the view, the entry keeps the mirror source: name, namespace, uid, labels,
 //! annotations and the spec as the JSON text it arrived in (see [`OriginEntry::source`]), so
 //! building a mirror needs no GET of the origin; it is parsed only when a mirror is built or its
 //! template patched. The watch decodes a Job as a [`SlimJob`] (no managedFields).
@@ -27,9 +28,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use courier_core::batch_job::BatchJob;
 use courier_core::job::finished;
 use courier_core::reconcile::view::{ORIGIN_ANNOTATION_KEYS, ORIGIN_LABEL_KEYS};
 use courier_core::reconcile::{OriginView, ViewError};
+use courier_core::workload::Workload as _;
 use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -39,7 +42,9 @@ use tracing::warn;
 use crate::queue::ObjectKey;
 use crate::watch::{Cache, SlimJob};
 
-/// Spec fields an origin entry keeps.
+/// Spec fields the trimmed origin is read from: the spec facts decisions read
+/// (`JobSpecEssentials`) and the fields that flow down; the view keeps only the latter
+/// (`Workload::SPEC_FIELDS`) besides those facts.
 const KEPT_SPEC_FIELDS: [&str; 12] = [
     "managedBy",
     "suspend",
@@ -203,11 +208,18 @@ pub fn trim_job(job: &SlimJob) -> Result<Option<OriginEntry>, ViewError> {
             "finalizers": m.finalizers, "labels": m.labels, "annotations": m.annotations,
         },
         "spec": spec,
-        "status": job.status,
     });
-    let Some((view, created)) = trim_view(&json)? else {
+    let Some((mut view, created)) = trim_view(&json)? else {
         return Ok(None);
     };
+    // The status is decoded from its text straight into its typed form.
+    view.status =
+        job.status_as()
+            .map(BatchJob::compact_status)
+            .map_err(|e| ViewError::Malformed {
+                field: "status",
+                reason: e.to_string(),
+            })?;
     // The spec goes into the mirror source as the text it arrived in.
     let source = Source {
         metadata: SourceMeta {
@@ -504,7 +516,7 @@ mod tests {
     fn trims_to_what_decisions_read() {
         let e = trim(&job("5", Some("w1"), false)).ok().flatten();
         let Some(e) = e else { panic!("ours") };
-        assert_eq!(e.view.spec_json.get("template"), None);
+        assert_eq!(e.view.spec_fields.get("template"), None);
         let full = job("5", Some("w1"), false);
         assert_eq!(
             e.view.template_hash,
@@ -512,7 +524,7 @@ mod tests {
             "the template is kept as its hash"
         );
         assert!(e.view.template_hash.is_some());
-        assert_eq!(e.view.spec_json["parallelism"], json!(2));
+        assert_eq!(e.view.spec_fields.get("parallelism"), Some(&json!(2)));
         assert!(e.view.spec.has_success_policy);
         assert_eq!(e.view.annotations.len(), 1);
         assert_eq!(e.view.labels.len(), 1);
@@ -532,7 +544,7 @@ mod tests {
             .sum();
         maps + v.oversized.iter().map(String::len).sum::<usize>()
             + v.finalizers.iter().map(String::len).sum::<usize>()
-            + v.spec_json.to_string().len()
+            + serde_json::to_string(&v.spec_fields).map_or(0, |s| s.len())
             + serde_json::to_string(&v.status).map_or(0, |s| s.len())
     }
 

@@ -1,14 +1,15 @@
 //! [`SlimJob`]: a `batch/v1` Job as the origin and mirror watches (and the answers to origin writes)
 //! decode it. Only the metadata fields Courier reads are decoded (no managedFields, no owner
-//! references); the spec stays the JSON text it arrived in, decoded only where a projection reads
-//! it; the status is kept as JSON for the projections to read. A watch event therefore costs one
-//! parse of the object and no re-serialisation.
+//! references); the spec and the status stay the JSON text they arrived in, decoded only where a
+//! projection reads them (the status straight into its typed form, [`SlimJob::status_as`]). A watch
+//! event therefore costs one parse of the object and no re-serialisation.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::core::NamespaceResourceScope;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -21,8 +22,9 @@ pub struct SlimJob {
     /// The spec as the JSON text it arrived in.
     #[serde(default)]
     pub spec: Option<Box<RawValue>>,
+    /// The status as the JSON text it arrived in.
     #[serde(default)]
-    pub status: Option<Value>,
+    pub status: Option<Box<RawValue>>,
 }
 
 impl SlimJob {
@@ -32,6 +34,14 @@ impl SlimJob {
             .as_deref()
             .and_then(|s| serde_json::from_str(s.get()).ok())
             .unwrap_or(Value::Null)
+    }
+
+    /// The status decoded as `S` from its text (`S::default()` when absent or null).
+    pub fn status_as<S: DeserializeOwned + Default>(&self) -> Result<S, serde_json::Error> {
+        match self.status.as_deref().map(RawValue::get) {
+            None | Some("null") => Ok(S::default()),
+            Some(text) => serde_json::from_str(text),
+        }
     }
 }
 
@@ -126,6 +136,15 @@ mod tests {
             "the spec is kept as the text it arrived in"
         );
         assert_eq!(job.spec_value()["parallelism"], 2);
-        assert_eq!(job.status, Some(serde_json::json!({"active": 1})));
+        let status: k8s_openapi::api::batch::v1::JobStatus =
+            job.status_as().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(status.active, Some(1));
+        let none: SlimJob = serde_json::from_str(r#"{"metadata":{"name":"a"},"status":null}"#)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            none.status_as::<k8s_openapi::api::batch::v1::JobStatus>()
+                .ok(),
+            Some(Default::default())
+        );
     }
 }

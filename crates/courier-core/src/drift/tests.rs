@@ -1,6 +1,9 @@
 use super::*;
 use proptest::prelude::*;
 use serde_json::json;
+use std::collections::BTreeMap;
+
+use crate::compact::{SmallMap, SpecFields};
 
 fn annotations(spec_hash: Option<String>) -> BTreeMap<String, String> {
     spec_hash
@@ -259,5 +262,40 @@ proptest! {
         );
         let want_ads = if o_ads == m_ads { m_ads } else if drops_ads { None } else { o_ads };
         prop_assert_eq!(mirror.get("activeDeadlineSeconds").and_then(Value::as_i64), want_ads);
+    }
+}
+
+proptest! {
+    /// The views keep only the drifting fields of a spec (`SpecFields`): drift and the spec hash
+    /// judged on them are what the full specs give (other fields, nulls and the template present).
+    #[test]
+    fn the_kept_spec_fields_judge_drift_as_the_full_specs_do(
+        o_susp in proptest::option::of(any::<bool>()), m_susp in proptest::option::of(any::<bool>()),
+        o_par in proptest::option::of(0i32..4), m_par in proptest::option::of(0i32..4),
+        o_ads in proptest::option::of(1i64..4), m_ads in proptest::option::of(1i64..4),
+        kueue in any::<bool>(), sent_hash in any::<bool>(), null_completions in any::<bool>(),
+    ) {
+        let full = |s: Value| {
+            let mut s = s;
+            s["completionMode"] = json!("Indexed");
+            s["template"] = json!({"spec": {"containers": [{"name": "c"}]}});
+            if null_completions {
+                s["completions"] = Value::Null;
+            }
+            s
+        };
+        let origin = full(spec_of(o_susp, o_par, o_ads));
+        let mirror = full(spec_of(m_susp, m_par, m_ads));
+        let (o_kept, m_kept) = (
+            SpecFields::keep(&origin, &DRIFTING_SPEC_FIELDS),
+            SpecFields::keep(&mirror, &DRIFTING_SPEC_FIELDS),
+        );
+        prop_assert_eq!(spec_hash(&o_kept, kueue), spec_hash(&origin, kueue));
+        let sent = annotations(sent_hash.then(|| spec_hash(&origin, kueue)));
+        let small: SmallMap = sent.clone().into();
+        prop_assert_eq!(
+            spec_drift(&o_kept, kueue, &m_kept, &small),
+            spec_drift(&origin, kueue, &mirror, &sent)
+        );
     }
 }

@@ -1,9 +1,11 @@
 //! Reading origins and mirrors (as JSON) into the views `decide` works on; the spec facts and the
 //! status are the [`Workload`]'s.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
+use serde::Deserialize;
 use serde_json::Value;
 
 use courier_api::{
@@ -12,6 +14,7 @@ use courier_api::{
 };
 
 use super::{MirrorOf, OriginOf, ViewError};
+use crate::compact::{SmallMap, SpecFields};
 use crate::ownership::{Intent, parse_epoch};
 use crate::workload::Workload;
 
@@ -31,23 +34,18 @@ pub const MAX_ORIGIN_VALUE: usize = 1024;
 
 /// Keeps the `keys` of `map` whose value is at most [`MAX_ORIGIN_VALUE`] bytes; the keys of longer
 /// values are added to `oversized`.
-fn keep(
-    map: BTreeMap<String, String>,
-    keys: &[&str],
-    oversized: &mut Vec<String>,
-) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for (k, v) in map {
-        if !keys.contains(&k.as_str()) {
-            continue;
-        }
-        if v.len() > MAX_ORIGIN_VALUE {
-            oversized.push(k);
-        } else {
-            out.insert(k, v);
-        }
-    }
-    out
+fn keep(map: BTreeMap<String, String>, keys: &[&str], oversized: &mut Vec<String>) -> SmallMap {
+    map.into_iter()
+        .filter(|(k, _)| keys.contains(&k.as_str()))
+        .filter_map(|(k, v)| {
+            if v.len() > MAX_ORIGIN_VALUE {
+                oversized.push(k);
+                None
+            } else {
+                Some((k, v))
+            }
+        })
+        .collect()
 }
 
 impl<W: Workload> OriginOf<W> {
@@ -59,7 +57,7 @@ impl<W: Workload> OriginOf<W> {
         let mut oversized = Vec::new();
         let labels = keep(meta.labels, &ORIGIN_LABEL_KEYS, &mut oversized);
         let annotations = keep(meta.annotations, &ORIGIN_ANNOTATION_KEYS, &mut oversized);
-        let spec_json = job.get("spec").cloned().unwrap_or(Value::Null);
+        let spec_json = job.get("spec").unwrap_or(&Value::Null);
         Ok(Self {
             uid: meta.uid.ok_or(ViewError::MissingField {
                 field: "metadata.uid",
@@ -69,14 +67,17 @@ impl<W: Workload> OriginOf<W> {
             managed_by: spec_json
                 .get("managedBy")
                 .and_then(Value::as_str)
-                .map(str::to_string),
+                .map(|m| match m {
+                    MANAGED_BY => Cow::Borrowed(MANAGED_BY),
+                    other => Cow::Owned(other.to_string()),
+                }),
             deletion_timestamp: meta.deletion_timestamp,
             finalizers: meta.finalizers,
             labels,
             annotations,
             oversized,
-            spec: W::read_spec(&spec_json),
-            spec_json,
+            spec: W::read_spec(spec_json),
+            spec_fields: SpecFields::keep(spec_json, W::SPEC_FIELDS),
             status: read_status::<W>(job)?,
             generation: job.pointer("/metadata/generation").and_then(Value::as_i64),
             resource_version: job
@@ -133,13 +134,13 @@ impl<W: Workload> MirrorOf<W> {
             uid: meta.uid.ok_or(ViewError::MissingField {
                 field: "metadata.uid",
             })?,
-            labels: meta.labels,
+            labels: meta.labels.into(),
             annotations: meta
                 .annotations
                 .into_iter()
                 .filter(|(k, _)| k.starts_with("courier.dev/"))
                 .collect(),
-            spec: job.get("spec").cloned().unwrap_or(Value::Null),
+            spec: SpecFields::keep(job.get("spec").unwrap_or(&Value::Null), W::SPEC_FIELDS),
             status: read_status::<W>(job)?,
             deleting: meta.deletion_timestamp.is_some(),
         })
@@ -197,9 +198,12 @@ impl Meta {
                 .get("finalizers")
                 .and_then(Value::as_array)
                 .map(|f| {
-                    f.iter()
+                    let mut list: Vec<String> = f
+                        .iter()
                         .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect()
+                        .collect();
+                    list.shrink_to_fit();
+                    list
                 })
                 .unwrap_or_default(),
             deletion_timestamp,
@@ -210,9 +214,11 @@ impl Meta {
 fn read_status<W: Workload>(job: &Value) -> Result<W::Status, ViewError> {
     match job.get("status") {
         None | Some(Value::Null) => Ok(W::Status::default()),
-        Some(s) => serde_json::from_value(s.clone()).map_err(|e| ViewError::Malformed {
-            field: "status",
-            reason: e.to_string(),
-        }),
+        Some(s) => W::Status::deserialize(s)
+            .map(W::compact_status)
+            .map_err(|e| ViewError::Malformed {
+                field: "status",
+                reason: e.to_string(),
+            }),
     }
 }
