@@ -26,11 +26,13 @@ use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use super::Ctx;
-use super::reconcile::{Inputs, patch_origin, publish_event, write_through};
+use super::answer::WriteAnswer;
+use super::reconcile::{Inputs, patch_origin, publish_event, write_through, write_through_status};
 use crate::errors::{CallError, ReconcileError};
 use crate::metrics::cluster_label;
 use crate::queue::ObjectKey;
 use crate::registry::Cluster;
+use crate::watch::SlimJob;
 
 /// How a chain ended without an error.
 enum End {
@@ -163,7 +165,7 @@ async fn perform(
             patch,
             ..
         } => {
-            let obj = patch_origin(shared, key, &patch, false)
+            let obj: SlimJob = patch_origin(shared, key, &patch, false)
                 .await
                 .map_err(step(format!(
                     "write the placement intent ({cluster}, epoch {epoch})"
@@ -300,7 +302,7 @@ async fn perform(
         Action::RemoveFinalizer { patch } => {
             // Not written through: the origin is going away and its Delete event may already
             // have been seen.
-            patch_origin(shared, key, &patch, false)
+            patch_origin::<WriteAnswer>(shared, key, &patch, false)
                 .await
                 .map_err(step("remove the finalizer"))?;
             info!("mirror cleanup done; finalizer removed");
@@ -372,9 +374,9 @@ async fn write_status(
     let synced_from = origin.intent().map(|i| i.cluster);
     let named = synced_from.clone().unwrap_or_default();
     let label = cluster_label(&named, shared.registry.get(&named).is_some()).to_string();
-    match patch_origin(shared, key, patch, true).await {
-        Ok(obj) => {
-            write_through(shared, key, patch, &obj);
+    match patch_origin::<WriteAnswer>(shared, key, patch, true).await {
+        Ok(answer) => {
+            write_through_status(shared, key, patch, &answer);
             shared.queue.add(key.clone());
             shared
                 .metrics
