@@ -51,10 +51,6 @@ fn parse<T: DeserializeOwned + Default>(raw: Option<&RawValue>) -> Result<T, ser
 }
 
 impl WriteAnswer {
-    pub fn resource_version(&self) -> Option<&str> {
-        self.metadata.resource_version.as_deref()
-    }
-
     /// `cached` (the entry of the version the status write was made from) as of this answer: its
     /// resourceVersion and status replaced, the mirror source dropped once the Job finished (no
     /// mirror is built for a finished Job). `None` when the answer lacks a version or its status
@@ -144,7 +140,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("not trimmed"));
             let answer: WriteAnswer =
                 serde_json::from_value(after).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(answer.resource_version(), Some("8"));
+            assert_eq!(answer.metadata.resource_version.as_deref(), Some("8"));
             let cheap = answer
                 .apply_to(&before)
                 .unwrap_or_else(|| panic!("not applied"));

@@ -27,7 +27,9 @@ use tracing::{debug, info, warn};
 
 use super::Ctx;
 use super::answer::WriteAnswer;
-use super::reconcile::{Inputs, patch_origin, publish_event, write_through, write_through_status};
+use super::reconcile::{
+    Inputs, patch_origin, publish_event, publish_event_later, write_through, write_through_status,
+};
 use crate::errors::{CallError, ReconcileError};
 use crate::metrics::cluster_label;
 use crate::queue::ObjectKey;
@@ -313,7 +315,11 @@ async fn perform(
             message,
         } => {
             info!(reason, message, "event");
-            publish_event(shared, origin, reason, type_, &message).await;
+            if type_ == EventType::Normal {
+                publish_event_later(shared, origin, reason, type_, &message);
+            } else {
+                publish_event(shared, origin, reason, type_, &message).await;
+            }
             if reason == EVENT_MIRROR_OUT_OF_SYNC {
                 shared.update_hints(key, &origin.uid, |h| {
                     if let Some(o) = h.out_of_sync.as_mut() {

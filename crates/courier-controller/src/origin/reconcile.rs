@@ -394,9 +394,35 @@ pub async fn publish_event(
     type_: EventType,
     message: &str,
 ) {
-    if !shared.is_leader() {
-        return;
-    }
+    let (event, reference) = event_for(origin, reason, type_, message);
+    publish(shared, event, reference).await;
+}
+
+/// [`publish_event`] in a task of its own, for the informational (`Normal`) events of the hot path
+/// (`Dispatched` once per Job): the reconcile does not wait for the Event's round trip, so its
+/// slot is free for the next status copy or dispatch at once.
+pub fn publish_event_later(
+    shared: &Arc<Ctx>,
+    origin: &OriginView,
+    reason: &str,
+    type_: EventType,
+    message: &str,
+) {
+    let (event, reference) = event_for(origin, reason, type_, message);
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        if !shared.token.is_cancelled() {
+            publish(&shared, event, reference).await;
+        }
+    });
+}
+
+fn event_for(
+    origin: &OriginView,
+    reason: &str,
+    type_: EventType,
+    message: &str,
+) -> (events::Event, ObjectReference) {
     let reference = ObjectReference {
         api_version: Some("batch/v1".into()),
         kind: Some("Job".into()),
@@ -416,13 +442,21 @@ pub async fn publish_event(
         action: action_for(reason).to_string(),
         secondary: None,
     };
+    (event, reference)
+}
+
+async fn publish(shared: &Ctx, event: events::Event, reference: ObjectReference) {
+    if !shared.is_leader() {
+        return;
+    }
+    let reason = event.reason.as_str();
     match tokio::time::timeout(
         shared.tuning.request_timeout,
         shared.recorder.publish(&event, &reference),
     )
     .await
     {
-        Ok(Ok(())) => debug!(reason, message, "event recorded"),
+        Ok(Ok(())) => debug!(reason, note = ?event.note, "event recorded"),
         Ok(Err(e)) => warn!(reason, error = %CallError::from_kube(e), "cannot record event"),
         Err(_) => warn!(reason, "cannot record event: timed out"),
     }
