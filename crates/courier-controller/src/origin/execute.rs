@@ -26,11 +26,15 @@ use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use super::Ctx;
-use super::reconcile::{Inputs, patch_origin, publish_event, write_through};
+use super::answer::WriteAnswer;
+use super::reconcile::{
+    Inputs, patch_origin, publish_event, publish_event_later, write_through, write_through_status,
+};
 use crate::errors::{CallError, ReconcileError};
 use crate::metrics::cluster_label;
 use crate::queue::ObjectKey;
 use crate::registry::Cluster;
+use crate::watch::SlimJob;
 
 /// How a chain ended without an error.
 enum End {
@@ -163,7 +167,7 @@ async fn perform(
             patch,
             ..
         } => {
-            let obj = patch_origin(shared, key, &patch, false)
+            let obj: SlimJob = patch_origin(shared, key, &patch, false)
                 .await
                 .map_err(step(format!(
                     "write the placement intent ({cluster}, epoch {epoch})"
@@ -300,7 +304,7 @@ async fn perform(
         Action::RemoveFinalizer { patch } => {
             // Not written through: the origin is going away and its Delete event may already
             // have been seen.
-            patch_origin(shared, key, &patch, false)
+            patch_origin::<WriteAnswer>(shared, key, &patch, false)
                 .await
                 .map_err(step("remove the finalizer"))?;
             info!("mirror cleanup done; finalizer removed");
@@ -311,7 +315,11 @@ async fn perform(
             message,
         } => {
             info!(reason, message, "event");
-            publish_event(shared, origin, reason, type_, &message).await;
+            if type_ == EventType::Normal {
+                publish_event_later(shared, origin, reason, type_, &message);
+            } else {
+                publish_event(shared, origin, reason, type_, &message).await;
+            }
             if reason == EVENT_MIRROR_OUT_OF_SYNC {
                 shared.update_hints(key, &origin.uid, |h| {
                     if let Some(o) = h.out_of_sync.as_mut() {
@@ -372,9 +380,9 @@ async fn write_status(
     let synced_from = origin.intent().map(|i| i.cluster);
     let named = synced_from.clone().unwrap_or_default();
     let label = cluster_label(&named, shared.registry.get(&named).is_some()).to_string();
-    match patch_origin(shared, key, patch, true).await {
-        Ok(obj) => {
-            write_through(shared, key, patch, &obj);
+    match patch_origin::<WriteAnswer>(shared, key, patch, true).await {
+        Ok(answer) => {
+            write_through_status(shared, key, patch, &answer);
             shared.queue.add(key.clone());
             shared
                 .metrics

@@ -7,6 +7,7 @@
 //! labels/weight/paused: see `Ctx::on_cluster_changed`), decisions' own requeues, retries with
 //! backoff, and a periodic resync.
 
+mod answer;
 mod context;
 mod execute;
 pub mod reconcile;

@@ -34,12 +34,15 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use kube::core::NamespaceResourceScope;
 use kube::runtime::events;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::Ctx;
+use super::answer::WriteAnswer;
 use super::execute::execute;
 use super::get_origin_json;
 use super::store::{self, OriginEntry};
@@ -287,13 +290,22 @@ fn mirror_ahead(inputs: &Inputs) -> bool {
     })
 }
 
-pub async fn patch_origin(
+/// Merge-patches the origin (`status`: its status subresource), decoding the answer as `K`: a
+/// [`SlimJob`] when the cache needs all of it (a metadata write), a [`WriteAnswer`] when only the
+/// new version and status (a status write) or nothing (the finalizer's removal) is used.
+pub async fn patch_origin<K>(
     shared: &Ctx,
     key: &ObjectKey,
     patch: &Value,
     status: bool,
-) -> Result<SlimJob, CallError> {
-    let api: Api<SlimJob> = Api::namespaced(shared.mgmt.clone(), &key.namespace);
+) -> Result<K, CallError>
+where
+    K: kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(shared.mgmt.clone(), &key.namespace);
     let pp = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -307,17 +319,39 @@ pub async fn patch_origin(
     }
 }
 
+/// The resourceVersion a write was made from (its precondition).
+fn sent_version(patch: &Value) -> Option<&str> {
+    patch
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+}
+
 /// Puts the server's answer to our own write (`patch`, which carries the resourceVersion it was
 /// made from as a precondition) into the cache, unless the watch has moved past that version
 /// already (`OriginStore::write_through`).
 pub fn write_through(shared: &Ctx, key: &ObjectKey, patch: &Value, obj: &SlimJob) {
-    let Some(sent) = patch
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-    else {
+    let Some(sent) = sent_version(patch) else {
         return;
     };
     if let Ok(Some(entry)) = store::trim_job(obj) {
+        shared.origins.write_through(key.clone(), sent, entry);
+    }
+}
+
+/// [`write_through`] for a status write: the cached entry of the version the write was made from,
+/// with the answer's version and status ([`WriteAnswer::apply_to`]); nothing when the cache holds
+/// another version by now (the watch delivered this one or a later one).
+pub fn write_through_status(shared: &Ctx, key: &ObjectKey, patch: &Value, answer: &WriteAnswer) {
+    let Some(sent) = sent_version(patch) else {
+        return;
+    };
+    let Some(cached) = shared.origins.get(key) else {
+        return;
+    };
+    if cached.view.resource_version.as_deref() != Some(sent) {
+        return;
+    }
+    if let Some(entry) = answer.apply_to(&cached) {
         shared.origins.write_through(key.clone(), sent, entry);
     }
 }
@@ -360,9 +394,35 @@ pub async fn publish_event(
     type_: EventType,
     message: &str,
 ) {
-    if !shared.is_leader() {
-        return;
-    }
+    let (event, reference) = event_for(origin, reason, type_, message);
+    publish(shared, event, reference).await;
+}
+
+/// [`publish_event`] in a task of its own, for the informational (`Normal`) events of the hot path
+/// (`Dispatched` once per Job): the reconcile does not wait for the Event's round trip, so its
+/// slot is free for the next status copy or dispatch at once.
+pub fn publish_event_later(
+    shared: &Arc<Ctx>,
+    origin: &OriginView,
+    reason: &str,
+    type_: EventType,
+    message: &str,
+) {
+    let (event, reference) = event_for(origin, reason, type_, message);
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        if !shared.token.is_cancelled() {
+            publish(&shared, event, reference).await;
+        }
+    });
+}
+
+fn event_for(
+    origin: &OriginView,
+    reason: &str,
+    type_: EventType,
+    message: &str,
+) -> (events::Event, ObjectReference) {
     let reference = ObjectReference {
         api_version: Some("batch/v1".into()),
         kind: Some("Job".into()),
@@ -382,13 +442,21 @@ pub async fn publish_event(
         action: action_for(reason).to_string(),
         secondary: None,
     };
+    (event, reference)
+}
+
+async fn publish(shared: &Ctx, event: events::Event, reference: ObjectReference) {
+    if !shared.is_leader() {
+        return;
+    }
+    let reason = event.reason.as_str();
     match tokio::time::timeout(
         shared.tuning.request_timeout,
         shared.recorder.publish(&event, &reference),
     )
     .await
     {
-        Ok(Ok(())) => debug!(reason, message, "event recorded"),
+        Ok(Ok(())) => debug!(reason, note = ?event.note, "event recorded"),
         Ok(Err(e)) => warn!(reason, error = %CallError::from_kube(e), "cannot record event"),
         Err(_) => warn!(reason, "cannot record event: timed out"),
     }

@@ -1,0 +1,167 @@
+//! [`WriteAnswer`]: the server's answer to a write of an origin's status (or of its finalizers on
+//! the way out), decoded only as far as the cache needs it: the new `resourceVersion` and the
+//! status. A status write changes nothing else the cache keeps (the status subresource ignores
+//! metadata and spec; only `managedFields`, which the cache does not keep, moves along), so the
+//! cached entry of the version the write was made from, with these two fields replaced, is the
+//! entry of the answer. This saves decoding the answer's labels, annotations and spec and trimming
+//! them again, four times per Job (one status copy per mirror status change).
+
+use std::borrow::Cow;
+
+use courier_core::job::finished;
+use courier_core::reconcile::OriginView;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::NamespaceResourceScope;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+use super::store::OriginEntry;
+
+/// A Job as the answer to a write decodes it: the resourceVersion, and the status as the text it
+/// arrived in (parsed into the cached view's own status type by [`WriteAnswer::apply_to`]).
+#[derive(Clone, Debug, Deserialize)]
+pub struct WriteAnswer {
+    #[serde(deserialize_with = "version_only", default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    status: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Version {
+    resource_version: Option<String>,
+}
+
+fn version_only<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    let v = Version::deserialize(d)?;
+    Ok(ObjectMeta {
+        resource_version: v.resource_version,
+        ..ObjectMeta::default()
+    })
+}
+
+/// `null` or absent reads as the default status, as `OriginView::from_json` reads it.
+fn parse<T: DeserializeOwned + Default>(raw: Option<&RawValue>) -> Result<T, serde_json::Error> {
+    match raw.map(RawValue::get) {
+        None | Some("null") => Ok(T::default()),
+        Some(text) => serde_json::from_str(text),
+    }
+}
+
+impl WriteAnswer {
+    /// `cached` (the entry of the version the status write was made from) as of this answer: its
+    /// resourceVersion and status replaced, the mirror source dropped once the Job finished (no
+    /// mirror is built for a finished Job). `None` when the answer lacks a version or its status
+    /// cannot be read (then the watch brings the new version).
+    pub fn apply_to(&self, cached: &OriginEntry) -> Option<OriginEntry> {
+        let rv = self.metadata.resource_version.clone()?;
+        let mut entry = cached.clone();
+        let view: &mut OriginView = &mut entry.view;
+        view.status = parse(self.status.as_deref()).ok()?;
+        view.resource_version = Some(rv);
+        if finished(&view.status).is_some() {
+            entry.source = None;
+        }
+        Some(entry)
+    }
+}
+
+impl kube::Resource for WriteAnswer {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Job".into()
+    }
+
+    fn group(_: &()) -> Cow<'_, str> {
+        "batch".into()
+    }
+
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+
+    fn plural(_: &()) -> Cow<'_, str> {
+        "jobs".into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::origin::store::trim;
+    use serde_json::{Value, json};
+
+    fn origin(rv: &str, status: Value) -> Value {
+        json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "resourceVersion": rv,
+                         "generation": 1, "finalizers": ["courier.dev/mirror-cleanup"],
+                         "labels": {"app": "x", "courier.dev/cluster": "w1"},
+                         "annotations": {"courier.dev/epoch": "1"},
+                         "managedFields": [{"manager": "courier", "fieldsV1": {"f:status": {}}}]},
+            "spec": {"managedBy": "courier.dev/dispatcher", "backoffLimit": 2,
+                     "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}],
+                                           "restartPolicy": "Never"}}},
+            "status": status,
+        })
+    }
+
+    /// The cheap path gives the entry a full decode and trim of the same answer gives.
+    #[test]
+    fn an_answer_applied_to_the_cached_version_is_the_answers_own_entry() {
+        let before = trim(&origin("7", json!({"active": 1})))
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("not trimmed"));
+        for status in [
+            json!({"active": 1, "ready": 1, "startTime": "2026-01-01T00:00:00Z"}),
+            json!({"succeeded": 1, "completionTime": "2026-01-01T00:00:09Z",
+                   "startTime": "2026-01-01T00:00:00Z",
+                   "conditions": [{"type": "SuccessCriteriaMet", "status": "True"},
+                                  {"type": "Complete", "status": "True"}]}),
+            Value::Null,
+        ] {
+            let after = origin("8", status);
+            let full = trim(&after)
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| panic!("not trimmed"));
+            let answer: WriteAnswer =
+                serde_json::from_value(after).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(answer.metadata.resource_version.as_deref(), Some("8"));
+            let cheap = answer
+                .apply_to(&before)
+                .unwrap_or_else(|| panic!("not applied"));
+            assert_eq!(cheap.view, full.view);
+            assert_eq!(cheap.created, full.created);
+            assert_eq!(cheap.source.is_some(), full.source.is_some());
+        }
+    }
+
+    #[test]
+    fn an_answer_without_a_version_or_a_readable_status_is_not_applied() {
+        let before = trim(&origin("7", Value::Null))
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("not trimmed"));
+        let no_version: WriteAnswer =
+            serde_json::from_value(json!({"status": {}})).unwrap_or_else(|e| panic!("{e}"));
+        assert!(no_version.apply_to(&before).is_none());
+        let bad: WriteAnswer = serde_json::from_value(json!({"metadata": {"resourceVersion": "8"},
+                                          "status": {"active": "many"}}))
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(bad.apply_to(&before).is_none());
+    }
+}
