@@ -380,6 +380,22 @@ impl OriginStore {
         Upsert::Changed
     }
 
+    /// Whether the cache holds `key` at `resource_version` already (a version is one object, so
+    /// nothing in it needs decoding again). That is how most of our own writes come back through
+    /// the watch after [`Self::write_through`]: the hold they set is released here, as
+    /// [`Self::upsert`] would.
+    pub fn holds_version(&self, key: &ObjectKey, resource_version: &str) -> bool {
+        let mut inner = self.write();
+        let held = inner
+            .map
+            .get(key)
+            .is_some_and(|e| e.view.resource_version.as_deref() == Some(resource_version));
+        if held && inner.ahead.get(key).map(String::as_str) == Some(resource_version) {
+            inner.ahead.remove(key);
+        }
+        held
+    }
+
     /// Drops the mirror source of `key`'s entry if it is still the version `resource_version`: the
     /// mirror of its placement exists, so no mirror is built from this version or from later ones
     /// of the same placement and generation.
@@ -456,6 +472,12 @@ impl Cache<SlimJob> for OriginStore {
 
     /// Stores a managed origin; true when it is new or a newer version (see [`OriginStore::upsert`]).
     fn store(&self, key: &ObjectKey, obj: SlimJob) -> bool {
+        // The answers to our own writes are cached already: skip trimming them a second time.
+        if let Some(rv) = obj.metadata.resource_version.as_deref()
+            && self.holds_version(key, rv)
+        {
+            return false;
+        }
         match trim_job(&obj) {
             Ok(Some(entry)) => self.upsert(key.clone(), entry) == Upsert::Changed,
             // Not Courier's (managedBy is immutable, so it never was).
@@ -709,5 +731,30 @@ mod tests {
         s.set_relisting(true);
         assert_eq!(s.upsert(k.clone(), x), Upsert::Changed);
         assert_eq!(rv(&s).as_deref(), Some("x"));
+    }
+
+    /// The watch delivering the version our write put here first is not decoded again, and it
+    /// releases the write's hold: the next version counts.
+    #[test]
+    fn the_watch_delivering_our_own_write_releases_its_hold() {
+        let s = OriginStore::default();
+        let k = ObjectKey::new("ns", "a");
+        let slim = |rv| serde_json::from_value::<SlimJob>(job(rv, Some("w1"), false)).ok();
+        let (Some(a), Some(c), Some(d)) = (slim("a"), slim("c"), slim("d")) else {
+            panic!("SlimJob")
+        };
+        assert!(Cache::store(&s, &k, a), "new");
+        let Some(ours) = trim(&job("c", Some("w1"), false)).ok().flatten() else {
+            panic!("ours")
+        };
+        assert_eq!(s.write_through(k.clone(), "a", ours), Upsert::Changed);
+        assert!(!Cache::store(&s, &k, c), "already held");
+        assert!(Cache::store(&s, &k, d), "the watch decides again");
+        assert_eq!(
+            s.get(&k)
+                .and_then(|e| e.view.resource_version.clone())
+                .as_deref(),
+            Some("d")
+        );
     }
 }
