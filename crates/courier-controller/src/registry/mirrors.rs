@@ -205,6 +205,16 @@ impl MirrorCache {
 
     /// True if the entry is new or changed (another resourceVersion).
     fn store(&self, key: &ObjectKey, obj: SlimJob) -> bool {
+        // A version cached already (the mirror we created, see `created`) is not trimmed again.
+        if let Some(rv) = obj.metadata.resource_version.as_deref()
+            && self
+                .read()
+                .map
+                .get(key)
+                .is_some_and(|old| old.resource_version == rv)
+        {
+            return false;
+        }
         let Some((_, entry)) = trim(&obj) else {
             // Unreadable now: what was cached under its name is no longer what is there.
             return self.write().map.remove(key).is_some();
