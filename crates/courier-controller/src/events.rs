@@ -9,7 +9,7 @@
 
 use crate::locks::MutexExt as _;
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -20,6 +20,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
 use kube::{Client, Error};
 use serde_json::json;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long a repeated event joins the series of the first one (kube's and client-go's value).
 const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
@@ -91,7 +92,13 @@ pub struct EventRecorder {
     cache: Mutex<Cache>,
     /// The latest events per origin, for the web view and `explain` (bounded, in memory).
     pub log: crate::recent::RecentEvents,
+    /// Slots for events published off the reconcile path ([`Self::background_slot`]).
+    background: Arc<Semaphore>,
 }
+
+/// Events in flight off the reconcile path at most: a burst of dispatches must not open a
+/// connection per Event to the management cluster.
+const BACKGROUND_EVENTS: usize = 16;
 
 impl EventRecorder {
     pub fn new(client: Client, controller: String, instance: String) -> Self {
@@ -101,7 +108,13 @@ impl EventRecorder {
             instance,
             cache: Mutex::new(Cache::default()),
             log: Default::default(),
+            background: Arc::new(Semaphore::new(BACKGROUND_EVENTS)),
         }
+    }
+
+    /// A slot to publish one event in a task of its own, if one is free (held until it is done).
+    pub fn background_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.background.clone().try_acquire_owned().ok()
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
@@ -229,5 +242,25 @@ mod tests {
         assert_eq!(c.series.get(&key(1)).map(|s| s.count), Some(2));
         c.expire(t0 + SERIES_WINDOW * 2);
         assert!(c.series.is_empty() && c.order.is_empty());
+    }
+
+    /// Events published off the reconcile path are bounded: with every slot held the next one is
+    /// published in line; a slot comes back when its event is done.
+    #[tokio::test]
+    async fn background_events_are_bounded() {
+        let Ok(url) = "http://127.0.0.1:9".parse() else {
+            panic!("url")
+        };
+        let Ok(client) = Client::try_from(kube::Config::new(url)) else {
+            panic!("client")
+        };
+        let recorder = EventRecorder::new(client, "courier".into(), "test".into());
+        let held: Vec<_> = (0..BACKGROUND_EVENTS)
+            .map_while(|_| recorder.background_slot())
+            .collect();
+        assert_eq!(held.len(), BACKGROUND_EVENTS);
+        assert!(recorder.background_slot().is_none(), "all slots held");
+        drop(held);
+        assert!(recorder.background_slot().is_some(), "slots come back");
     }
 }

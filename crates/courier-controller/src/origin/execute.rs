@@ -316,7 +316,7 @@ async fn perform(
         } => {
             info!(reason, message, "event");
             if type_ == EventType::Normal {
-                publish_event_later(shared, origin, reason, type_, &message);
+                publish_event_later(shared, origin, reason, type_, &message).await;
             } else {
                 publish_event(shared, origin, reason, type_, &message).await;
             }

@@ -400,8 +400,9 @@ pub async fn publish_event(
 
 /// [`publish_event`] in a task of its own, for the informational (`Normal`) events of the hot path
 /// (`Dispatched` once per Job): the reconcile does not wait for the Event's round trip, so its
-/// slot is free for the next status copy or dispatch at once.
-pub fn publish_event_later(
+/// slot is free for the next status copy or dispatch at once. With every background slot taken
+/// the event is published in line: the reconcile waits rather than piling up requests.
+pub async fn publish_event_later(
     shared: &Arc<Ctx>,
     origin: &OriginView,
     reason: &str,
@@ -409,11 +410,16 @@ pub fn publish_event_later(
     message: &str,
 ) {
     let (event, reference) = event_for(origin, reason, type_, message);
+    let Some(slot) = shared.recorder.background_slot() else {
+        publish(shared, event, reference).await;
+        return;
+    };
     let shared = shared.clone();
     tokio::spawn(async move {
         if !shared.token.is_cancelled() {
             publish(&shared, event, reference).await;
         }
+        drop(slot);
     });
 }
 
