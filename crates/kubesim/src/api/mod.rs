@@ -518,7 +518,8 @@ impl Api {
             ));
         }
         {
-            let om = old_obj.get("metadata").cloned().unwrap_or_default();
+            // Read in place: the old metadata (managedFields included) is not copied.
+            let om = old_obj.get("metadata").unwrap_or(&Value::Null);
             let m = meta_mut(&mut obj);
             if info.namespaced {
                 m.insert("namespace".into(), json!(ns));
