@@ -383,29 +383,16 @@ impl Api {
         part: Part,
         o: &WriteOpts,
     ) -> Result<Written, ApiError> {
-        self.update_inner(s, ns, name, obj, part, o, None)
+        self.update_over(s, ns, name, obj, part, o, None)
     }
 
     /// [`Api::update`] by an in-process writer that built `obj` from `current`: the stored object it
     /// read and that object's served form ([`Api::served_value`]), which the write compares against
-    /// instead of parsing the stored object again. When `obj` carries `current`'s resourceVersion (as
-    /// a served form does), a newer stored version makes the write a 409 exactly as through `update`.
+    /// instead of parsing the stored object again (`None`: read now, as `update` does). When `obj`
+    /// carries `current`'s resourceVersion (as a served form does), a newer stored version makes the
+    /// write a 409 exactly as through `update`.
     #[allow(clippy::too_many_arguments)]
     pub fn update_over(
-        &self,
-        s: &Served,
-        ns: &str,
-        name: &str,
-        obj: Value,
-        part: Part,
-        o: &WriteOpts,
-        current: (Arc<Stored>, Value),
-    ) -> Result<Written, ApiError> {
-        self.update_inner(s, ns, name, obj, part, o, Some(current))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn update_inner(
         &self,
         s: &Served,
         ns: &str,
@@ -421,13 +408,11 @@ impl Api {
             Some(rv) => Some(parse_rv(rv).map_err(|m| ApiError::bare(500, m))?),
         };
         loop {
-            let known = match current.take() {
-                Some(c) => Some(c),
-                None => self
-                    .store
+            let known = current.take().or_else(|| {
+                self.store
                     .get(&s.table, ns, name)
-                    .map(|st| (st.clone(), self.served_value(s, &st))),
-            };
+                    .map(|st| (st.clone(), self.served_value(s, &st)))
+            });
             let Some(old) = known else {
                 if part == Part::Main && s.strategy.allow_create_on_update() {
                     let mut created = self.create(s, ns, obj, o)?;

@@ -415,7 +415,15 @@ fn write_status(
                 return Outcome::Rejected;
             }
         };
-        match api.update_over(served, ns, name, obj, Part::Status, &opts, (cur, current)) {
+        match api.update_over(
+            served,
+            ns,
+            name,
+            obj,
+            Part::Status,
+            &opts,
+            Some((cur, current)),
+        ) {
             Ok(_) => return Outcome::Accepted,
             Err(e) if e.code == 409 => continue,
             Err(e) if e.code == 404 => return Outcome::Gone,

@@ -337,10 +337,15 @@ fn rewrite(
             }
         };
         let base = cur.rv;
-        match cx
-            .api
-            .update_over(cx.served, ns, name, obj, w.part, &opts, (cur, current))
-        {
+        match cx.api.update_over(
+            cx.served,
+            ns,
+            name,
+            obj,
+            w.part,
+            &opts,
+            Some((cur, current)),
+        ) {
             Ok(written) => {
                 let rv = match &written.obj {
                     ObjOut::Stored(st) => st.rv,
