@@ -33,6 +33,11 @@ pub struct Stored {
     pub json: Bytes,
     namespace: Box<str>,
     name: Box<str>,
+    uid: Box<str>,
+    /// `metadata.generation` (0 when absent).
+    generation: i64,
+    /// Whether `metadata.deletionTimestamp` is set.
+    deleting: bool,
     labels: Box<[(Box<str>, Box<str>)]>,
 }
 
@@ -64,6 +69,14 @@ impl Stored {
             json,
             namespace: text("namespace"),
             name: text("name"),
+            uid: text("uid"),
+            generation: meta
+                .and_then(|m| m.get("generation"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            deleting: meta
+                .and_then(|m| m.get("deletionTimestamp"))
+                .is_some_and(|v| !v.is_null()),
             labels,
         })
     }
@@ -79,6 +92,21 @@ impl Stored {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `metadata.uid` (`""` when absent), read without parsing the object.
+    pub fn uid(&self) -> &str {
+        &self.uid
+    }
+
+    /// `metadata.generation` (0 when absent), read without parsing the object.
+    pub fn generation(&self) -> i64 {
+        self.generation
+    }
+
+    /// Whether `metadata.deletionTimestamp` is set, read without parsing the object.
+    pub fn is_deleting(&self) -> bool {
+        self.deleting
     }
 
     pub fn label(&self, key: &str) -> Option<&str> {
@@ -538,6 +566,24 @@ mod tests {
         assert_eq!(ev.kind, EventType::Deleted);
         assert_eq!(ev.obj.rv, gone.rv);
         assert!(s.get(&t, "ns", "a").is_none());
+    }
+
+    #[test]
+    fn stored_metadata_is_what_the_object_says() {
+        let full = Stored::new(
+            7,
+            json!({"metadata": {"name": "a", "namespace": "ns", "uid": "u-1", "generation": 3,
+                "deletionTimestamp": "2026-01-01T00:00:00Z", "labels": {"k": "v"}}}),
+        );
+        assert_eq!(
+            (full.name(), full.namespace(), full.uid(), full.generation()),
+            ("a", "ns", "u-1", 3)
+        );
+        assert!(full.is_deleting());
+        assert_eq!(full.label("k"), Some("v"));
+        let bare = Stored::new(8, json!({"metadata": {"deletionTimestamp": null}}));
+        assert_eq!((bare.uid(), bare.generation()), ("", 0));
+        assert!(!bare.is_deleting());
     }
 
     #[test]

@@ -125,17 +125,44 @@ pub fn parse_rv(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("strconv.ParseUint: parsing {}: invalid syntax", go_quote(s)))
 }
 
-/// Equal ignoring the server-maintained bookkeeping that a no-op write would only touch.
+/// Equal ignoring the server-maintained bookkeeping that a no-op write would only touch
+/// (`metadata.resourceVersion` and `metadata.managedFields`); compared in place, without copies.
 fn same_content(a: &Value, b: &Value) -> bool {
-    fn strip(v: &Value) -> Value {
-        let mut v = v.clone();
-        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
-            m.remove("managedFields");
-        }
-        v
+    const BOOKKEEPING: [&str; 2] = ["resourceVersion", "managedFields"];
+    /// Equal maps, leaving out the keys `skip` says to.
+    fn maps_equal(
+        a: &Map<String, Value>,
+        b: &Map<String, Value>,
+        skip: impl Fn(&str) -> bool,
+        eq: impl Fn(&str, &Value, &Value) -> bool,
+    ) -> bool {
+        let kept = |m: &Map<String, Value>| m.keys().filter(|k| !skip(k)).count();
+        kept(a) == kept(b)
+            && a.iter()
+                .filter(|(k, _)| !skip(k))
+                .all(|(k, va)| b.get(k).is_some_and(|vb| eq(k, va, vb)))
     }
-    strip(a) == strip(b)
+    let meta_equal = |x: &Value, y: &Value| match (x, y) {
+        (Value::Object(x), Value::Object(y)) => {
+            maps_equal(x, y, |k| BOOKKEEPING.contains(&k), |_, va, vb| va == vb)
+        }
+        _ => x == y,
+    };
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => maps_equal(
+            a,
+            b,
+            |_| false,
+            |k, va, vb| {
+                if k == "metadata" {
+                    meta_equal(va, vb)
+                } else {
+                    va == vb
+                }
+            },
+        ),
+        _ => a == b,
+    }
 }
 
 impl Api {
@@ -356,13 +383,37 @@ impl Api {
         part: Part,
         o: &WriteOpts,
     ) -> Result<Written, ApiError> {
+        self.update_over(s, ns, name, obj, part, o, None)
+    }
+
+    /// [`Api::update`] by an in-process writer that built `obj` from `current`: the stored object it
+    /// read and that object's served form ([`Api::served_value`]), which the write compares against
+    /// instead of parsing the stored object again (`None`: read now, as `update` does). When `obj`
+    /// carries `current`'s resourceVersion (as a served form does), a newer stored version makes the
+    /// write a 409 exactly as through `update`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_over(
+        &self,
+        s: &Served,
+        ns: &str,
+        name: &str,
+        obj: Value,
+        part: Part,
+        o: &WriteOpts,
+        mut current: Option<(Arc<Stored>, Value)>,
+    ) -> Result<Written, ApiError> {
         self.check_identity(s, ns, name, &obj)?;
         let want_rv = match get_str(&obj, &["metadata", "resourceVersion"]) {
             None | Some("") => None,
             Some(rv) => Some(parse_rv(rv).map_err(|m| ApiError::bare(500, m))?),
         };
         loop {
-            let Some(old) = self.store.get(&s.table, ns, name) else {
+            let known = current.take().or_else(|| {
+                self.store
+                    .get(&s.table, ns, name)
+                    .map(|st| (st.clone(), self.served_value(s, &st)))
+            });
+            let Some(old) = known else {
                 if part == Part::Main && s.strategy.allow_create_on_update() {
                     let mut created = self.create(s, ns, obj, o)?;
                     created.code = 201;
@@ -373,7 +424,7 @@ impl Api {
             if want_rv.is_none() && !s.strategy.allow_unconditional_update() {
                 return Err(crate::kinds::unconditional_update_error(s.info(), name));
             }
-            match self.update_from(s, ns, name, &old, obj.clone(), want_rv, part, o, false)? {
+            match self.update_from(s, ns, name, old, obj.clone(), want_rv, part, o, false)? {
                 Some(w) => return Ok(w),
                 // Lost a race on an unconditional write: re-read and try again, like GuaranteedUpdate.
                 None => continue,
@@ -414,7 +465,7 @@ impl Api {
         s: &Served,
         ns: &str,
         name: &str,
-        old: &Arc<Stored>,
+        (old, old_obj): (Arc<Stored>, Value),
         mut obj: Value,
         want_rv: Option<u64>,
         part: Part,
@@ -425,7 +476,6 @@ impl Api {
         if want_rv.is_some_and(|rv| rv != old.rv) {
             return Err(ApiError::modified(&info.group, &info.plural, name));
         }
-        let old_obj = self.served_value(s, old);
         let old_uid = get_str(&old_obj, &["metadata", "uid"])
             .unwrap_or_default()
             .to_string();
@@ -453,7 +503,8 @@ impl Api {
             ));
         }
         {
-            let om = old_obj.get("metadata").cloned().unwrap_or_default();
+            // Read in place: the old metadata (managedFields included) is not copied.
+            let om = old_obj.get("metadata").unwrap_or(&Value::Null);
             let m = meta_mut(&mut obj);
             if info.namespaced {
                 m.insert("namespace".into(), json!(ns));
@@ -664,7 +715,7 @@ impl Api {
                 _ => None,
             };
             if let Some(mut w) =
-                self.update_from(s, ns, name, &old, doc, want_rv, part, o, false)?
+                self.update_from(s, ns, name, (old, current), doc, want_rv, part, o, false)?
             {
                 warnings.append(&mut w.warnings);
                 w.warnings = warnings;
@@ -710,7 +761,8 @@ impl Api {
             let Some(old) = old else {
                 return self.create_inner(s, ns, obj, o, true);
             };
-            if let Some(w) = self.update_from(s, ns, name, &old, obj, None, part, o, true)? {
+            let live = live.unwrap_or_else(|| self.served_value(s, &old));
+            if let Some(w) = self.update_from(s, ns, name, (old, live), obj, None, part, o, true)? {
                 return Ok(w);
             }
         }
@@ -1232,6 +1284,48 @@ fn decode_continue(tok: &str) -> Result<(u64, String), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn same_content_ignores_only_the_bookkeeping() {
+        // The definition it replaced: both sides copied, the bookkeeping removed, then compared.
+        fn stripped_equal(a: &Value, b: &Value) -> bool {
+            let strip = |v: &Value| {
+                let mut v = v.clone();
+                if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                    m.remove("resourceVersion");
+                    m.remove("managedFields");
+                }
+                v
+            };
+            strip(a) == strip(b)
+        }
+        let base = json!({"metadata": {"name": "a", "resourceVersion": "1", "managedFields": [1]},
+            "spec": {"x": 1}, "status": {"y": [1, 2]}});
+        let cases = [
+            json!({"metadata": {"name": "a", "resourceVersion": "9", "managedFields": [2]},
+                "spec": {"x": 1}, "status": {"y": [1, 2]}}),
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"y": [1, 2]}}),
+            json!({"metadata": {"name": "b", "resourceVersion": "1"}, "spec": {"x": 1},
+                "status": {"y": [1, 2]}}),
+            json!({"metadata": {"name": "a", "uid": "u"}, "spec": {"x": 1}, "status": {"y": [1, 2]}}),
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"y": [2, 1]}}),
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}}),
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"y": [1, 2]}, "z": 0}),
+            json!({"metadata": "a", "spec": {"x": 1}, "status": {"y": [1, 2]}}),
+            json!({"spec": {"x": 1}, "status": {"y": [1, 2]}}),
+            json!([1]),
+            Value::Null,
+        ];
+        let mut same = 0;
+        for c in &cases {
+            for (x, y) in [(&base, c), (c, &base), (c, c)] {
+                assert_eq!(same_content(x, y), stripped_equal(x, y), "{x} vs {y}");
+            }
+            same += usize::from(same_content(&base, c));
+        }
+        // Only the first two differ from `base` in bookkeeping alone.
+        assert_eq!(same, 2);
+    }
 
     #[test]
     fn continue_tokens_round_trip_and_garbage_is_rejected_like_the_server() {

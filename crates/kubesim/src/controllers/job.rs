@@ -17,7 +17,7 @@ use crate::api::{Api, Part, Served};
 use crate::instrument::{EPOCH_LABEL, ORIGIN_UID_LABEL, PodStart};
 use crate::jobctl::{JobSim, SimConfig};
 use crate::json::{is_deleting, meta_str};
-use crate::store::EventType;
+use crate::store::{EventType, Stored};
 
 /// Due simulations driven per turn of the loop, so events keep flowing under load.
 const MAX_DUE_PER_TURN: usize = 2000;
@@ -157,9 +157,8 @@ impl JobController {
             Change::Resync(items) => {
                 let mut seen = HashSet::new();
                 for st in items {
-                    let uid = meta_str(&st.value(), "uid").to_string();
                     self.observe(&st.value(), now);
-                    seen.insert(uid);
+                    seen.insert(st.uid().to_string());
                 }
                 let stale: Vec<Arc<str>> = self
                     .sims
@@ -173,12 +172,20 @@ impl JobController {
             }
             Change::Event(ev) => {
                 if ev.kind == EventType::Deleted {
-                    self.job_removed(meta_str(&ev.obj.value(), "uid"), now);
-                } else {
+                    self.job_removed(ev.obj.uid(), now);
+                } else if !self.unchanged(&ev.obj) {
                     self.observe(&ev.obj.value(), now);
                 }
             }
         }
+    }
+
+    /// Whether `observe` would find nothing new in this stored Job (our own status writes and
+    /// metadata-only changes of a simulated Job), told without parsing it.
+    fn unchanged(&self, job: &Stored) -> bool {
+        self.sims
+            .get(job.uid())
+            .is_some_and(|e| e.generation == job.generation() && e.deleting == job.is_deleting())
     }
 
     /// A pod object changed: a deletion by someone else concerns its Job's simulation.
@@ -186,10 +193,12 @@ impl JobController {
         let Change::Event(ev) = change else {
             return;
         };
-        let pod = ev.obj.value();
-        if !super::pods::wants_attention(&pod, ev.kind == EventType::Deleted) {
+        // Only a deletion concerns the simulation; told from the stored metadata, so the kubelet's
+        // status writes (most pod events) need no parse.
+        if ev.kind != EventType::Deleted && !ev.obj.is_deleting() {
             return;
         }
+        let pod = ev.obj.value();
         let Some(owner) = super::pods::controller_uid(&pod) else {
             return;
         };
@@ -391,10 +400,11 @@ fn write_status(
         let Some(cur) = api.store.get(&served.table, ns, name) else {
             return Outcome::Gone;
         };
-        if meta_str(&cur.value(), "uid") != uid {
+        if cur.uid() != uid {
             return Outcome::Gone;
         }
-        let mut obj = api.served_value(served, &cur);
+        let current = api.served_value(served, &cur);
+        let mut obj = current.clone();
         if let Value::Object(m) = &mut obj {
             m.insert("status".into(), status.clone());
         }
@@ -405,7 +415,15 @@ fn write_status(
                 return Outcome::Rejected;
             }
         };
-        match api.update(served, ns, name, obj, Part::Status, &opts) {
+        match api.update_over(
+            served,
+            ns,
+            name,
+            obj,
+            Part::Status,
+            &opts,
+            Some((cur, current)),
+        ) {
             Ok(_) => return Outcome::Accepted,
             Err(e) if e.code == 409 => continue,
             Err(e) if e.code == 404 => return Outcome::Gone,

@@ -25,7 +25,7 @@ use super::podshape::{new_pod, pod_status};
 use super::{CONTROLLER_MANAGER, decoded, obj_key, write_opts};
 use crate::api::{Api, DeleteOpts, ObjOut, Part, Served};
 use crate::jobctl::{JobSim, PodInfo};
-use crate::json::{is_deleting, meta_str};
+use crate::json::meta_str;
 use crate::kinds::pod::TRACKING_FINALIZER;
 
 /// Field manager of the simulated kubelet's status writes.
@@ -38,6 +38,9 @@ struct Known {
     name: String,
     /// The last status written.
     status: Value,
+    /// The object version and the model's pod that `status` was last derived from: while neither
+    /// changed, deriving it again gives the same status, so the object is not read again.
+    derived: Option<(u64, PodInfo)>,
     finalizer: bool,
     owned: bool,
     delete_sent: bool,
@@ -59,7 +62,7 @@ pub(super) struct PodCtx<'a> {
 
 fn uid_of(w: &ObjOut) -> String {
     match w {
-        ObjOut::Stored(st) => meta_str(&st.value(), "uid").to_string(),
+        ObjOut::Stored(st) => st.uid().to_string(),
         ObjOut::Value(v) => meta_str(v, "uid").to_string(),
     }
 }
@@ -133,6 +136,7 @@ impl PodObjects {
                     Known {
                         name: info.name.clone(),
                         status: Value::Null,
+                        derived: None,
                         finalizer: true,
                         owned: true,
                         delete_sent: false,
@@ -148,6 +152,7 @@ impl PodObjects {
                     Known {
                         name: info.name.clone(),
                         status: Value::Null,
+                        derived: None,
                         finalizer: false,
                         owned: false,
                         delete_sent: true,
@@ -180,21 +185,31 @@ impl PodObjects {
             sim.delete_pod(&info.uid, now);
             return;
         };
-        let obj = cur.value();
-        if meta_str(&obj, "uid") != info.uid {
+        if cur.uid() != info.uid {
             k.dead = true;
             return;
         }
-        if is_deleting(&obj) && info.deleted_at.is_none() {
+        if cur.is_deleting() && info.deleted_at.is_none() {
             // Someone deleted the object: the pod terminates like one the controller deletes.
             k.delete_sent = true;
             sim.delete_pod(&info.uid, now);
             return;
         }
-        let status = pod_status(&obj, info);
-        if status != k.status {
-            write_status(cx, ns, &k.name, &info.uid, &status);
-            k.status = status;
+        let current = k
+            .derived
+            .as_ref()
+            .is_some_and(|(rv, was)| *rv == cur.rv && was == info);
+        if !current {
+            let status = pod_status(&cur.value(), info);
+            k.derived = Some((cur.rv, info.clone()));
+            if status != k.status {
+                // Our own write changes only the status, which the derivation does not read: the
+                // written version is as current as the one read.
+                if let Some(rv) = write_status(cx, ns, &k.name, &info.uid, &status, cur.rv) {
+                    k.derived = Some((rv, info.clone()));
+                }
+                k.status = status;
+            }
         }
         if info.deleted_at.is_some() && !k.delete_sent {
             k.delete_sent = true;
@@ -251,15 +266,24 @@ fn edit_meta(
     rewrite(cx, (ns, name, uid), Writer::JOB_CONTROLLER, edit);
 }
 
-/// `PUT pods/<name>/status` as the kubelet.
-fn write_status(cx: &PodCtx<'_>, ns: &str, name: &str, uid: &str, status: &Value) {
+/// `PUT pods/<name>/status` as the kubelet. The version written, when it was written over version
+/// `base` (not over a newer one after a conflict).
+fn write_status(
+    cx: &PodCtx<'_>,
+    ns: &str,
+    name: &str,
+    uid: &str,
+    status: &Value,
+    base: u64,
+) -> Option<u64> {
     let edit = |obj: &mut Value| {
         if let Value::Object(m) = obj {
             m.insert("status".into(), status.clone());
         }
         true
     };
-    rewrite(cx, (ns, name, uid), Writer::KUBELET, edit);
+    let (over, written) = rewrite(cx, (ns, name, uid), Writer::KUBELET, edit)?;
+    (over == base).then_some(written)
 }
 
 /// Who writes a pod, through which part, as whom (for the write's field manager and the logs).
@@ -286,39 +310,58 @@ impl Writer {
 }
 
 /// Re-reads the pod `(namespace, name, uid)`, applies `edit` (false: nothing to write) and writes
-/// it, retrying conflicts; a pod that is gone or was replaced (another UID) is left alone.
+/// it, retrying conflicts; a pod that is gone or was replaced (another UID) is left alone. On
+/// success: the version edited and the version written.
 fn rewrite(
     cx: &PodCtx<'_>,
     (ns, name, uid): (&str, &str, &str),
     w: Writer,
     edit: impl Fn(&mut Value) -> bool,
-) {
+) -> Option<(u64, u64)> {
     let opts = write_opts(w.manager);
     for _ in 0..CONFLICT_RETRIES {
-        let Some(cur) = cx.api.store.get(&cx.served.table, ns, name) else {
-            return;
-        };
-        let mut obj = cx.api.served_value(cx.served, &cur);
-        if meta_str(&obj, "uid") != uid || !edit(&mut obj) {
-            return;
+        let cur = cx.api.store.get(&cx.served.table, ns, name)?;
+        if cur.uid() != uid {
+            return None;
+        }
+        let current = cx.api.served_value(cx.served, &cur);
+        let mut obj = current.clone();
+        if !edit(&mut obj) {
+            return None;
         }
         let obj = match decoded(cx.served, obj) {
             Ok(o) => o,
             Err(e) => {
                 tracing::error!(controller = w.controller, pod = %obj_key(ns, name), error = %e.message, "{} does not decode", w.what);
-                return;
+                return None;
             }
         };
-        match cx.api.update(cx.served, ns, name, obj, w.part, &opts) {
-            Ok(_) => return,
+        let base = cur.rv;
+        match cx.api.update_over(
+            cx.served,
+            ns,
+            name,
+            obj,
+            w.part,
+            &opts,
+            Some((cur, current)),
+        ) {
+            Ok(written) => {
+                let rv = match &written.obj {
+                    ObjOut::Stored(st) => st.rv,
+                    ObjOut::Value(_) => base,
+                };
+                return Some((base, rv));
+            }
             Err(e) if e.code == 409 => continue,
-            Err(e) if e.code == 404 => return,
+            Err(e) if e.code == 404 => return None,
             Err(e) => {
                 tracing::warn!(controller = w.controller, pod = %obj_key(ns, name), code = e.code, error = %e.message, "{} update rejected", w.what);
-                return;
+                return None;
             }
         }
     }
+    None
 }
 
 /// The Job whose simulation a pod belongs to: the UID of its controller owner, or (an orphan has
@@ -342,9 +385,4 @@ pub(super) fn controller_uid(pod: &Value) -> Option<String> {
             )
             .map(str::to_string)
         })
-}
-
-/// Whether an event on a pod object needs the owning Job's simulation to look at it (a deletion).
-pub(super) fn wants_attention(pod: &Value, deleted: bool) -> bool {
-    deleted || is_deleting(pod)
 }
