@@ -347,8 +347,13 @@ fn remove_worker_cluster(shared: &Arc<Ctx>, name: &str) -> bool {
     c.cancel.cancel();
     shared.metrics.forget_cluster(name);
     shared.on_cluster_changed(name);
-    // A later registration of the same server may be usable now.
-    shared.registry.wake_all();
+    // A later registration of the same server may be usable now (a Ready one is no duplicate:
+    // waking it would only cost it a full probe).
+    for other in shared.registry.all() {
+        if !other.is_ready() {
+            other.wake.notify_one();
+        }
+    }
     true
 }
 
