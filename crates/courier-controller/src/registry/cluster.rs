@@ -210,12 +210,6 @@ async fn check(
     if !cluster.is_ready() && st.checked.is_some_and(|c| c.elapsed() < t.probe_interval) {
         return Ok(());
     }
-    credentials::probe::accepts_connections(&conn.server, t.connect_timeout)
-        .await
-        .map_err(|e| {
-            let f = classify(&conn.server, None, &e);
-            (f.reason, f.message)
-        })?;
     let wc = cluster.worker_cluster();
     let turn = st.turn;
     st.turn = st.turn.wrapping_add(1);
@@ -230,6 +224,12 @@ async fn check(
     )
     .await
     .map_err(|f| (f.reason, f.message))?;
+    credentials::probe::accepts_connections(&conn.server, t.connect_timeout)
+        .await
+        .map_err(|e| {
+            let f = classify(&conn.server, None, &e);
+            (f.reason, f.message)
+        })?;
     st.checked = Some(Instant::now());
     Ok(())
 }
@@ -617,14 +617,15 @@ async fn probe(
         let f = classify(&conn.server, None, e);
         (f.reason, f.message)
     };
-    // A server that stopped accepting may still answer on a pooled connection (see `check`).
-    credentials::probe::accepts_connections(&conn.server, shared.tuning.connect_timeout)
-        .await
-        .map_err(|e| fail(&e))?;
     let scope = rights_scope(shared, &wc);
     let facts = credentials::probe::probe(&conn.request, &conn.server, None, scope, deadline)
         .await
         .map_err(|f| (f.reason, f.message))?;
+    // A server that stopped accepting may still answer on a pooled connection (see `check`).
+    // After the calls: a worker that does not answer costs one connection attempt per probe.
+    credentials::probe::accepts_connections(&conn.server, shared.tuning.connect_timeout)
+        .await
+        .map_err(|e| fail(&e))?;
     let uid = fresh(|| lifecycle::kube_system_uid(conn, deadline))
         .await
         .map_err(|e| fail(&e))?;

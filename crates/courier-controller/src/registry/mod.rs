@@ -104,6 +104,9 @@ pub struct Cluster {
     namespaces: Mutex<HashSet<String>>,
     /// What identifies the API server behind it (duplicate registrations).
     identity: RwLock<lifecycle::Identity>,
+    /// The server its Secret's kubeconfig names, for that version of the Secret's data and that key:
+    /// other registrations compare with it before it connects (parsed once, not once per peer).
+    kubeconfig_server: Mutex<Option<(SecretData, String, Option<String>)>>,
     /// The older WorkerCluster registering the same API server, while this one is a duplicate.
     duplicate_of: RwLock<Option<String>>,
     /// Where the origin id is claimed on the worker, for the connection with this fingerprint.
@@ -143,6 +146,7 @@ impl Cluster {
             wake: Notify::new(),
             namespaces: Mutex::new(HashSet::new()),
             identity: RwLock::new(lifecycle::Identity::default()),
+            kubeconfig_server: Mutex::new(None),
             duplicate_of: RwLock::new(None),
             claim_namespace: Mutex::new(None),
             cancel,
