@@ -1,8 +1,11 @@
-//! The worker probe, as the controller runs it every probe interval and `courier cluster add` runs it
-//! once before registering: the worker answers `/version` with a supported Kubernetes version, and
-//! the credentials hold every right Courier needs (one SelfSubjectAccessReview per row of
+//! The worker probe, as the controller runs it (the full probe, `registry::cluster`) and `courier
+//! cluster add` runs it once before registering: the worker answers `/version` with a supported
+//! Kubernetes version, and the credentials hold every right Courier needs (one
+//! SelfSubjectAccessReview per row of
 //! [`crate::api_calls::worker_rights`]). A failure comes with the `Ready` condition reason and a
 //! message naming the fix; a worker's own words in it are cut to [`crate::errors::QUOTE_LIMIT`].
+//! Between full probes the controller runs the cheaper [`check_one_right`] and
+//! [`accepts_connections`].
 
 use std::time::Duration;
 

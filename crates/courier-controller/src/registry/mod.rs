@@ -79,7 +79,8 @@ struct Progress {
 pub struct Connection {
     /// Short read timeout: every non-watch request.
     pub request: kube::Client,
-    /// Read timeout longer than the server-side watch timeout: the mirror watch only.
+    /// Read timeout longer than the server-side watch timeout: the mirror watch, and the checks
+    /// between full probes (its idle pooled connection outlives the probe interval).
     pub watch: kube::Client,
     pub fingerprint: u64,
     pub server: String,
