@@ -84,8 +84,15 @@ pub struct LeaseTimings {
 /// Runtime knobs that are not `courier run` flags. The defaults suit production; tests shorten them.
 #[derive(Debug, Clone)]
 pub struct Tuning {
-    /// How often a healthy worker is probed (`/version` + access reviews).
+    /// How often a healthy worker is checked between full probes (jittered, at most this): one
+    /// access review over a kept-alive connection, the next of the required rights in turn, plus a
+    /// TCP connect showing the server still takes new connections.
     pub probe_interval: Duration,
+    /// How often a healthy worker gets the full probe (`/version`, every access review, the
+    /// `kube-system` UID, the origin id claim, the admission policy), jittered to between half
+    /// and all of it. It also runs on start, when the kubeconfig changes, when a call to the
+    /// worker or its watch fails, and whenever a check fails.
+    pub rights_interval: Duration,
     /// TCP/TLS connect timeout of worker clients.
     pub connect_timeout: Duration,
     /// Deadline of every single request to a worker (and the read timeout of its request client).
@@ -128,6 +135,7 @@ impl Default for Tuning {
     fn default() -> Self {
         Self {
             probe_interval: Duration::from_secs(10),
+            rights_interval: Duration::from_secs(300),
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(10),
             watch_timeout: Duration::from_secs(60),

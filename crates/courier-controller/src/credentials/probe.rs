@@ -1,8 +1,11 @@
-//! The worker probe, as the controller runs it every probe interval and `courier cluster add` runs it
-//! once before registering: the worker answers `/version` with a supported Kubernetes version, and
-//! the credentials hold every right Courier needs (one SelfSubjectAccessReview per row of
+//! The worker probe, as the controller runs it (the full probe, `registry::cluster`) and `courier
+//! cluster add` runs it once before registering: the worker answers `/version` with a supported
+//! Kubernetes version, and the credentials hold every right Courier needs (one
+//! SelfSubjectAccessReview per row of
 //! [`crate::api_calls::worker_rights`]). A failure comes with the `Ready` condition reason and a
 //! message naming the fix; a worker's own words in it are cut to [`crate::errors::QUOTE_LIMIT`].
+//! Between full probes the controller runs the cheaper [`check_one_right`] and
+//! [`accepts_connections`].
 
 use std::time::Duration;
 
@@ -113,36 +116,18 @@ pub async fn probe(
         });
     }
     // One review after the other, on the connection /version just used: concurrent requests over
-    // HTTP/1.1 each open a TLS connection, and the pool's connections do not outlive the read
-    // timeout (as long as the probe interval), so concurrent reviews cost up to seven TLS handshakes
-    // per worker per probe (measured: most of an idle controller's CPU, docs/benchmarks.md).
+    // HTTP/1.1 each open a TLS connection (measured: most of an idle controller's CPU,
+    // docs/benchmarks.md).
     // (where: None = cluster-wide, the rights missing there)
     let mut missing: Vec<(Option<&str>, Vec<String>)> = Vec::new();
-    for (kind, verb, group, resource) in
-        crate::api_calls::worker_rights_scoped(scope.creating_namespaces)
-    {
-        let places: Vec<Option<&str>> = match scope.namespaces {
-            Some(list) if kind == Scope::AnyNamespace => {
-                list.iter().map(|n| Some(n.as_str())).collect()
-            }
-            _ => vec![None],
-        };
-        for place in places {
-            match fresh(|| allowed(client, verb, group, resource, place, deadline)).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    let right = if group.is_empty() {
-                        format!("{verb} {resource}")
-                    } else {
-                        format!("{verb} {resource}.{group}")
-                    };
-                    match missing.iter_mut().find(|(p, _)| *p == place) {
-                        Some((_, rights)) => rights.push(right),
-                        None => missing.push((place, vec![right])),
-                    }
-                }
-                Err(e) => return Err(classify(server, user, &e)),
-            }
+    for right in required_rights(scope) {
+        match fresh(|| allowed(client, &right, deadline)).await {
+            Ok(true) => {}
+            Ok(false) => match missing.iter_mut().find(|(p, _)| *p == right.namespace) {
+                Some((_, rights)) => rights.push(right.to_string()),
+                None => missing.push((right.namespace, vec![right.to_string()])),
+            },
+            Err(e) => return Err(classify(server, user, &e)),
         }
     }
     if !missing.is_empty() {
@@ -190,15 +175,116 @@ fn missing_rights_message(
     )
 }
 
+/// One right Courier needs on a worker, and where (`None`: cluster-wide).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Right<'a> {
+    pub verb: &'static str,
+    pub group: &'static str,
+    pub resource: &'static str,
+    pub namespace: Option<&'a str>,
+}
+
+impl std::fmt::Display for Right<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            write!(f, "{} {}", self.verb, self.resource)
+        } else {
+            write!(f, "{} {}.{}", self.verb, self.resource, self.group)
+        }
+    }
+}
+
+/// Every right the credentials must hold under `scope`: the Job rights in each listed namespace
+/// (cluster-wide when none are listed), the others cluster-wide.
+pub fn required_rights(scope: RightsScope<'_>) -> Vec<Right<'_>> {
+    let mut out = Vec::new();
+    for (kind, verb, group, resource) in
+        crate::api_calls::worker_rights_scoped(scope.creating_namespaces)
+    {
+        let right = |namespace| Right {
+            verb,
+            group,
+            resource,
+            namespace,
+        };
+        match scope.namespaces {
+            Some(list) if kind == Scope::AnyNamespace => {
+                out.extend(list.iter().map(|n| right(Some(n.as_str()))));
+            }
+            _ => out.push(right(None)),
+        }
+    }
+    out
+}
+
+/// The check a healthy worker gets between full probes: one access review, the `turn`-th of
+/// [`required_rights`] (in turn, so every right is asked again within as many checks as there are
+/// rights), on whatever connection `client` has open. One request proves the worker answers, takes
+/// the credentials and still grants that right; a missing right comes back as the `Forbidden`
+/// failure naming it (the full probe that follows names them all).
+pub async fn check_one_right(
+    client: &Client,
+    server: &str,
+    scope: RightsScope<'_>,
+    turn: usize,
+    deadline: Duration,
+) -> Result<(), ProbeFailure> {
+    let rights = required_rights(scope);
+    let Some(right) = rights.get(turn % rights.len().max(1)) else {
+        return Ok(());
+    };
+    match fresh(|| allowed(client, right, deadline)).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(ProbeFailure {
+            reason: REASON_FORBIDDEN,
+            message: missing_rights_message(
+                server,
+                None,
+                scope.namespaces,
+                &[(right.namespace, vec![right.to_string()])],
+            ),
+        }),
+        Err(e) => Err(classify(server, None, &e)),
+    }
+}
+
+/// Whether the worker's API server still takes new connections: a TCP connect to the kubeconfig
+/// server's host and port (no TLS handshake, nothing sent), within `deadline`. The check between
+/// full probes runs over a kept-alive connection, which keeps working for a server that has
+/// stopped accepting (shutting down, its listener gone, a firewall that lets only established
+/// flows through); every later reconnect (the watch's included) would fail, so such a worker
+/// counts as unreachable. (Worker kubeconfigs cannot name a proxy: kube is built without its
+/// proxy features, so the server's address is where every connection goes.)
+pub async fn accepts_connections(server: &str, deadline: Duration) -> Result<(), CallError> {
+    let uri: http::Uri = server
+        .parse()
+        .map_err(|e| CallError::Other(format!("the server URL {server:?} is invalid: {e}")))?;
+    let host = uri
+        .host()
+        .ok_or_else(|| CallError::Other(format!("the server URL {server:?} names no host")))?;
+    // An IPv6 literal comes bracketed in a URL.
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(443);
+    match tokio::time::timeout(deadline, tokio::net::TcpStream::connect((host, port))).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(CallError::Transport(format!(
+            "new connections to {host}:{port} fail: {e}"
+        ))),
+        Err(_) => Err(CallError::Timeout(deadline)),
+    }
+}
+
 async fn allowed(
     client: &Client,
-    verb: &str,
-    group: &str,
-    resource: &str,
-    namespace: Option<&str>,
+    right: &Right<'_>,
     deadline: Duration,
 ) -> Result<bool, CallError> {
-    let review = crate::api_calls::access_review_in(verb, group, resource, namespace);
+    let review = crate::api_calls::access_review_in(
+        right.verb,
+        right.group,
+        right.resource,
+        right.namespace,
+    );
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let answer = with_timeout(deadline, api.create(&PostParams::default(), &review)).await?;
     Ok(answer.status.is_some_and(|s| s.allowed))

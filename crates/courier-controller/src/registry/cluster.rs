@@ -3,9 +3,21 @@
 //! and touches no other cluster), probe `/version` and the rights Courier needs, keep the mirror
 //! watch running, and publish the `Ready` condition.
 //!
-//! Loop: one *cycle*, then sleep until the next probe (healthy), the next backoff step (failing:
+//! Loop: one *cycle*, then sleep until the next check (healthy), the next backoff step (failing:
 //! exponential, jittered, capped) or a wake-up (Secret or WorkerCluster changed, a call or the watch
 //! failed, leadership gained, cache synced, a draining cluster lost a mirror).
+//!
+//! A healthy worker's cost scales with what changes, not with time: the *full probe* (`/version`,
+//! every access review, the `kube-system` UID, the origin id claim, the admission policy) runs when
+//! the cluster task starts or connects, after any failure, on any wake-up of a Ready worker (a call
+//! or the watch failed, the Secret or the WorkerCluster changed, leadership) and otherwise every
+//! `Tuning::rights_interval` (jittered: 1,000 workers do not probe in lockstep). In between, every
+//! `Tuning::probe_interval` (jittered) a *check*: a TCP connect (the server still takes new
+//! connections) and one access review over the watch client's kept-alive connection, for the next
+//! required right in turn. So a dead, blackholed or refusing worker, or revoked credentials, are
+//! seen within one probe interval (plus the request timeout), a revoked right within as many
+//! intervals as there are rights (at once when a call is refused), and a check costs one request
+//! and no TLS handshake. A failed check runs the full probe at once, which decides the condition.
 //!
 //! A worker that cannot be reached costs one probe per backoff period: its mirror watch is stopped
 //! at the first failed probe and restarted by the next successful one, and a failure is logged when
@@ -54,6 +66,13 @@ const SYNC_POLL: Duration = Duration::from_millis(200);
 
 struct TaskState {
     backoff: Backoff,
+    /// When the next full probe is due; `None` until one succeeds on the current connection (and
+    /// again after any failure).
+    full_due: Option<Instant>,
+    /// When a probe or check last succeeded.
+    checked: Option<Instant>,
+    /// Which required right the next check asks about.
+    turn: usize,
     /// The running mirror watches, by scope; each token cancels one.
     watches: BTreeMap<WatchScope, CancellationToken>,
     /// The next successful probe restarts the watch (it may be deep in its own backoff).
@@ -68,18 +87,22 @@ struct TaskState {
 pub async fn run(shared: Arc<Ctx>, cluster: Arc<Cluster>) {
     let mut st = TaskState {
         backoff: Backoff::new(shared.tuning.backoff_min, shared.tuning.backoff_max),
+        full_due: None,
+        checked: None,
+        turn: 0,
         watches: BTreeMap::new(),
         fresh_watch: true,
         sweep: true,
         last_warn: None,
     };
+    let mut woken = true;
     loop {
-        let delay = cycle(&shared, &cluster, &mut st).await;
-        tokio::select! {
+        let delay = cycle(&shared, &cluster, &mut st, woken).await;
+        woken = tokio::select! {
             _ = cluster.cancel.cancelled() => break,
-            _ = cluster.wake.notified() => {}
-            _ = tokio::time::sleep(delay) => {}
-        }
+            _ = cluster.wake.notified() => true,
+            _ = tokio::time::sleep(delay) => false,
+        };
     }
     for (_, w) in std::mem::take(&mut st.watches) {
         w.cancel();
@@ -87,8 +110,13 @@ pub async fn run(shared: Arc<Ctx>, cluster: Arc<Cluster>) {
     cluster.set_connection(None);
 }
 
-/// One pass; returns how long to sleep.
-async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) -> Duration {
+/// One pass (`woken`: by a wake-up rather than the timer); returns how long to sleep.
+async fn cycle(
+    shared: &Arc<Ctx>,
+    cluster: &Arc<Cluster>,
+    st: &mut TaskState,
+    woken: bool,
+) -> Duration {
     if !shared.registry.secrets.is_synced() || !shared.registry.namespaces.is_synced() {
         // Woken when the Secret list and the namespace list sync.
         return shared.tuning.backoff_max;
@@ -123,6 +151,19 @@ async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) ->
     let Some(conn) = cluster.connection() else {
         return st.backoff.next_delay();
     };
+    // Something failed or changed on a Ready worker: the full probe, not a check.
+    if woken && cluster.is_ready() {
+        st.full_due = None;
+    }
+    if st.full_due.is_some_and(|due| Instant::now() < due) {
+        match check(shared, cluster, st, &conn).await {
+            Ok(()) => return settle(shared, cluster, st, &conn, None).await,
+            Err((reason, message)) => {
+                debug!(cluster = %cluster.name, reason, message = %message, "worker check failed; full probe");
+                st.full_due = None;
+            }
+        }
+    }
     // The same server registered before under another name: known without a network call.
     if let Some((other, why)) = lifecycle::duplicate_of(shared, cluster) {
         return duplicate(shared, cluster, st, other, why).await;
@@ -152,6 +193,57 @@ async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) ->
             return failed(shared, cluster, st, f.reason, message).await;
         }
     }
+    st.full_due = Some(Instant::now() + crate::backoff::jitter(shared.tuning.rights_interval));
+    st.checked = Some(Instant::now());
+    settle(shared, cluster, st, &conn, Some(version)).await
+}
+
+/// Between full probes: nothing while a connected worker waits for its cache (checked within the
+/// probe interval), else the check described in the module docs.
+async fn check(
+    shared: &Ctx,
+    cluster: &Cluster,
+    st: &mut TaskState,
+    conn: &Connection,
+) -> Result<(), (&'static str, String)> {
+    let t = &shared.tuning;
+    if !cluster.is_ready() && st.checked.is_some_and(|c| c.elapsed() < t.probe_interval) {
+        return Ok(());
+    }
+    let wc = cluster.worker_cluster();
+    let turn = st.turn;
+    st.turn = st.turn.wrapping_add(1);
+    // The watch client: its pooled connection outlives the probe interval (the request client's
+    // read timeout, as long as the interval, closes idle ones: a check would pay a handshake).
+    credentials::probe::check_one_right(
+        &conn.watch,
+        &conn.server,
+        rights_scope(shared, &wc),
+        turn,
+        t.request_timeout,
+    )
+    .await
+    .map_err(|f| (f.reason, f.message))?;
+    credentials::probe::accepts_connections(&conn.server, t.connect_timeout)
+        .await
+        .map_err(|e| {
+            let f = classify(&conn.server, None, &e);
+            (f.reason, f.message)
+        })?;
+    st.checked = Some(Instant::now());
+    Ok(())
+}
+
+/// A probe (`version`: it was the full one) or a check passed: the watch runs, the cache syncs, a
+/// sweep before turning Ready, the condition and status. Returns the delay to the next check.
+async fn settle(
+    shared: &Arc<Ctx>,
+    cluster: &Arc<Cluster>,
+    st: &mut TaskState,
+    conn: &Connection,
+    version: Option<String>,
+) -> Duration {
+    let full = version.is_some();
     cluster.close_circuit();
     st.backoff.reset();
     if st.fresh_watch {
@@ -165,7 +257,7 @@ async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) ->
         if !cluster.mirrors.is_synced() {
             let mut h = cluster.health();
             h.last_probe = Some(Timestamp::now());
-            h.server_version = Some(version);
+            h.server_version = version.or(h.server_version);
             cluster.set_health(h);
             return SYNC_POLL;
         }
@@ -177,11 +269,14 @@ async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) ->
         }
         st.sweep = false;
     }
-    let policy =
-        credentials::probe::policy_installed(&conn.request, shared.tuning.request_timeout).await;
     let mut h = cluster.health();
-    h.policy = policy;
-    cluster.set_health(h);
+    if full {
+        h.policy =
+            credentials::probe::policy_installed(&conn.request, shared.tuning.request_timeout)
+                .await;
+        cluster.set_health(h.clone());
+    }
+    let version = version.or(h.server_version).unwrap_or_default();
     let message = format!(
         "connected to {} ({version}); the credentials have every right Courier needs",
         conn.server
@@ -195,7 +290,13 @@ async fn cycle(shared: &Arc<Ctx>, cluster: &Arc<Cluster>, st: &mut TaskState) ->
         Some(version),
     );
     status::publish(shared, cluster).await;
-    shared.tuning.probe_interval
+    let interval = shared.tuning.probe_interval;
+    if full {
+        // Spread over the whole interval: workers probed together drift apart at once.
+        crate::backoff::jitter(interval)
+    } else {
+        interval - interval / 4 + crate::backoff::jitter(interval / 4)
+    }
 }
 
 async fn failed(
@@ -273,7 +374,10 @@ async fn unusable(
     crate::backoff::jitter(shared.tuning.backoff_max)
 }
 
+/// Stops the watches (the worker failed, is unusable or got a new client): the next probe is a
+/// full one.
 fn stop_watch(cluster: &Cluster, st: &mut TaskState) {
+    st.full_due = None;
     for (_, w) in std::mem::take(&mut st.watches) {
         w.cancel();
     }
@@ -509,19 +613,30 @@ async fn probe(
 ) -> Result<(String, String), (&'static str, String)> {
     let deadline = shared.tuning.request_timeout;
     let wc = cluster.worker_cluster();
-    let scope = RightsScope {
-        creating_namespaces: shared.cfg.worker_namespaces
-            != courier_core::namespaces::WorkerNamespaces::MustExist,
-        namespaces: wc.spec.namespaces.as_deref(),
+    let fail = |e: &crate::errors::CallError| {
+        let f = classify(&conn.server, None, e);
+        (f.reason, f.message)
     };
+    let scope = rights_scope(shared, &wc);
     let facts = credentials::probe::probe(&conn.request, &conn.server, None, scope, deadline)
         .await
         .map_err(|f| (f.reason, f.message))?;
+    // A server that stopped accepting may still answer on a pooled connection (see `check`).
+    // After the calls: a worker that does not answer costs one connection attempt per probe.
+    credentials::probe::accepts_connections(&conn.server, shared.tuning.connect_timeout)
+        .await
+        .map_err(|e| fail(&e))?;
     let uid = fresh(|| lifecycle::kube_system_uid(conn, deadline))
         .await
-        .map_err(|e| {
-            let f = classify(&conn.server, None, &e);
-            (f.reason, f.message)
-        })?;
+        .map_err(|e| fail(&e))?;
     Ok((facts.server_version, uid))
+}
+
+/// Where the worker's rights must hold ([`credentials::probe::required_rights`]).
+fn rights_scope<'a>(shared: &Ctx, wc: &'a courier_api::WorkerCluster) -> RightsScope<'a> {
+    RightsScope {
+        creating_namespaces: shared.cfg.worker_namespaces
+            != courier_core::namespaces::WorkerNamespaces::MustExist,
+        namespaces: wc.spec.namespaces.as_deref(),
+    }
 }

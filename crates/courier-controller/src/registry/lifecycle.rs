@@ -31,6 +31,7 @@ use super::Ctx;
 use super::{Cluster, Connection, ProbeState};
 use crate::config::FIELD_MANAGER;
 use crate::errors::{CallError, with_timeout};
+use crate::locks::{MutexExt as _, RwLockExt as _};
 
 /// What identifies the API server behind a registration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,14 +69,29 @@ fn age_key(c: &Cluster) -> (Option<Timestamp>, String) {
     )
 }
 
-/// The server URL of another registration: from its connection, else from its Secret.
+/// The server URL of another registration: from its connection, else from its Secret (parsed
+/// once per version of the Secret's data: at start every registration compares with every older
+/// one before they connect, and a kubeconfig parse per pair made that quadratic in YAML parses).
 fn server_of(shared: &Ctx, other: &Cluster) -> Option<String> {
-    if let Some(s) = other.identity().server {
+    if let Some(s) = other.identity.read_or_recover().server.clone() {
         return Some(s);
     }
-    let text = super::cluster::kubeconfig_text(shared, other).ok()?;
-    let checked = crate::credentials::check(&text, shared.cfg.credentials).ok()?;
-    Some(normalize_server(&checked.server))
+    let wc = other.worker_cluster();
+    let r = &wc.spec.kubeconfig_secret_ref;
+    let data = shared.registry.secrets.get(&r.name)?;
+    let mut cached = other.kubeconfig_server.lock_or_recover();
+    if let Some((d, key, server)) = cached.as_ref()
+        && Arc::ptr_eq(d, &data)
+        && *key == r.key
+    {
+        return server.clone();
+    }
+    let server = super::cluster::kubeconfig_text(shared, other)
+        .ok()
+        .and_then(|text| crate::credentials::check(&text, shared.cfg.credentials).ok())
+        .map(|checked| normalize_server(&checked.server));
+    *cached = Some((data, r.key.clone(), server.clone()));
+    server
 }
 
 /// The older registration `me` duplicates and why, or `None`.
@@ -98,7 +114,7 @@ pub fn duplicate_of(shared: &Ctx, me: &Cluster) -> Option<(String, String)> {
             ));
         }
         if let Some(uid) = &mine.namespace_uid
-            && other.identity().namespace_uid.as_ref() == Some(uid)
+            && other.identity.read_or_recover().namespace_uid.as_ref() == Some(uid)
         {
             return Some((
                 other.name.clone(),
@@ -123,8 +139,8 @@ pub fn claim_later_duplicates(shared: &Ctx, me: &Cluster) {
             continue;
         }
         let same_server = mine.server.is_some() && server_of(shared, &other) == mine.server;
-        let same_uid =
-            mine.namespace_uid.is_some() && other.identity().namespace_uid == mine.namespace_uid;
+        let same_uid = mine.namespace_uid.is_some()
+            && other.identity.read_or_recover().namespace_uid == mine.namespace_uid;
         if (same_server || same_uid) && other.duplicate_of().as_deref() != Some(me.name.as_str()) {
             other.set_duplicate_of(Some(me.name.clone()));
             other.wake.notify_one();

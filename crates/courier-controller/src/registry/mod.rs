@@ -79,7 +79,8 @@ struct Progress {
 pub struct Connection {
     /// Short read timeout: every non-watch request.
     pub request: kube::Client,
-    /// Read timeout longer than the server-side watch timeout: the mirror watch only.
+    /// Read timeout longer than the server-side watch timeout: the mirror watch, and the checks
+    /// between full probes (its idle pooled connection outlives the probe interval).
     pub watch: kube::Client,
     pub fingerprint: u64,
     pub server: String,
@@ -104,6 +105,9 @@ pub struct Cluster {
     namespaces: Mutex<HashSet<String>>,
     /// What identifies the API server behind it (duplicate registrations).
     identity: RwLock<lifecycle::Identity>,
+    /// The server its Secret's kubeconfig names, for that version of the Secret's data and that key:
+    /// other registrations compare with it before it connects (parsed once, not once per peer).
+    kubeconfig_server: Mutex<Option<(SecretData, String, Option<String>)>>,
     /// The older WorkerCluster registering the same API server, while this one is a duplicate.
     duplicate_of: RwLock<Option<String>>,
     /// Where the origin id is claimed on the worker, for the connection with this fingerprint.
@@ -143,6 +147,7 @@ impl Cluster {
             wake: Notify::new(),
             namespaces: Mutex::new(HashSet::new()),
             identity: RwLock::new(lifecycle::Identity::default()),
+            kubeconfig_server: Mutex::new(None),
             duplicate_of: RwLock::new(None),
             claim_namespace: Mutex::new(None),
             cancel,
@@ -347,8 +352,13 @@ fn remove_worker_cluster(shared: &Arc<Ctx>, name: &str) -> bool {
     c.cancel.cancel();
     shared.metrics.forget_cluster(name);
     shared.on_cluster_changed(name);
-    // A later registration of the same server may be usable now.
-    shared.registry.wake_all();
+    // A later registration of the same server may be usable now (a Ready one is no duplicate:
+    // waking it would only cost it a full probe).
+    for other in shared.registry.all() {
+        if !other.is_ready() {
+            other.wake.notify_one();
+        }
+    }
     true
 }
 

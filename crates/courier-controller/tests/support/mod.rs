@@ -67,6 +67,7 @@ pub fn jobs(c: &Client, ns: &str) -> Api<DynamicObject> {
 pub fn tuning() -> Tuning {
     Tuning {
         probe_interval: Duration::from_millis(500),
+        rights_interval: Duration::from_secs(10),
         connect_timeout: Duration::from_secs(1),
         request_timeout: Duration::from_millis(1500),
         watch_timeout: Duration::from_secs(10),

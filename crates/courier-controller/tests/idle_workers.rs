@@ -1,0 +1,150 @@
+//! Idle workers (issue #13): a healthy worker costs the controller requests in proportion to what
+//! changes, not to time. Between full probes (`Tuning::rights_interval`) each probe interval brings
+//! one access review over a kept-alive connection and a TCP connect, and a worker that stops
+//! taking new connections, or stops answering, is still not Ready within a probe interval plus
+//! the request timeout.
+//!
+//! The request count is kubesim's own (every request the worker served, `/version` included); only
+//! the controller talks to the worker while it is counted.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use kubesim::faults::FaultConfig;
+use support::*;
+
+/// The tests' tuning ([`tuning`]): checks every 500 ms, the full probe every 5-10 s.
+fn probe_interval() -> Duration {
+    tuning().probe_interval
+}
+
+async fn start() -> (RecordedPair, tokio_util::sync::CancellationToken) {
+    let pair = recorded_pair().await;
+    let ctl_client = client_for(&pair.mgmt.kubeconfig_for("ctl")).await;
+    let (_handle, stop, _task) = start_controller(ctl_client, config()).await;
+    wait_ready_reason(&pair.mc, "w1", "True", "Connected").await;
+    (pair, stop)
+}
+
+/// Over 12 probe intervals an idle Ready worker serves at most 4 requests per interval: a check
+/// each, at most two full probes (the full one is due every 5-10 s), the watch's renewal. Before,
+/// every interval was a full probe: `/version`, seven access reviews, the `kube-system` namespace,
+/// the claim ConfigMap and the policy and its binding, about 12 requests each (seen failing with
+/// every cycle a full probe: "187 requests in 12 probe intervals").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_worker_costs_about_one_request_per_probe_interval() {
+    let (pair, stop) = start().await;
+    tokio::time::sleep(probe_interval() * 2).await;
+    let intervals = 12;
+    let before = pair.w1.requests_served();
+    tokio::time::sleep(probe_interval() * intervals).await;
+    let served = pair.w1.requests_served() - before;
+    println!("{served} requests in {intervals} probe intervals");
+    assert!(
+        served <= 4 * u64::from(intervals),
+        "{served} requests in {intervals} probe intervals"
+    );
+    // It is still checked: at least one request every other interval.
+    assert!(
+        served >= u64::from(intervals) / 2,
+        "only {served} requests in {intervals} probe intervals"
+    );
+    let (status, reason, _) = ready_condition(&pair.mc, "w1").await.unwrap_or_default();
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "Connected"));
+    stop.cancel();
+}
+
+/// The budget for noticing a worker that went away: one probe interval until the next check, the
+/// request timeout of the full probe that follows, and slack for a loaded test machine.
+fn detection_budget() -> Duration {
+    let t = tuning();
+    t.probe_interval + t.connect_timeout + t.request_timeout + Duration::from_secs(3)
+}
+
+/// Waits for `Ready=False` with `reason` and returns how long it took from `since`.
+async fn not_ready_after(pair: &RecordedPair, reason: &str, since: Instant) -> Duration {
+    wait_ready_reason(&pair.mc, "w1", "False", reason).await;
+    since.elapsed()
+}
+
+/// The worker's listener closes but its established connections keep being served (a server
+/// shutting down, a firewall letting only established flows through): the kept-alive check alone
+/// would still succeed, so the check's TCP connect must see it. Seen failing with that connect
+/// left out: "not Ready only after 7.747627187s (budget 6s)" (found by the next full probe, once
+/// the request client's idle connection had closed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_refuses_new_connections_is_not_ready_within_a_probe_interval() {
+    let (pair, stop) = start().await;
+    // The check's connection is open and kept alive.
+    tokio::time::sleep(probe_interval() * 3).await;
+    let since = Instant::now();
+    pair.w1.set_faults(FaultConfig {
+        refuse: true,
+        ..Default::default()
+    });
+    let took = not_ready_after(&pair, "Unreachable", since).await;
+    assert!(
+        took <= detection_budget(),
+        "not Ready only after {took:?} (budget {:?})",
+        detection_budget()
+    );
+    pair.w1.set_faults(FaultConfig::default());
+    wait_ready_reason(&pair.mc, "w1", "True", "Connected").await;
+    stop.cancel();
+}
+
+/// Connections accepted, requests never answered (open connections too): the check times out and
+/// the full probe after it marks the worker unreachable within the same budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blackholed_worker_is_not_ready_within_a_probe_interval() {
+    let (pair, stop) = start().await;
+    tokio::time::sleep(probe_interval() * 3).await;
+    let since = Instant::now();
+    pair.w1.set_faults(FaultConfig {
+        blackhole: true,
+        ..Default::default()
+    });
+    let took = not_ready_after(&pair, "Unreachable", since).await;
+    assert!(
+        took <= detection_budget(),
+        "not Ready only after {took:?} (budget {:?})",
+        detection_budget()
+    );
+    pair.w1.set_faults(FaultConfig::default());
+    wait_ready_reason(&pair.mc, "w1", "True", "Connected").await;
+    stop.cancel();
+}
+
+/// A right taken away while the worker is idle (no call is refused to tell): found by the checks
+/// in turn, within as many probe intervals as there are rights, long before the next full probe
+/// would be due in production (`Tuning::rights_interval`, 5 min).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_right_is_reported_by_the_checks() {
+    let pair = recorded_pair().await;
+    let ctl_client = client_for(&pair.mgmt.kubeconfig_for("ctl")).await;
+    let t = courier_controller::Tuning {
+        // No full probe during the test: only the checks can see it.
+        rights_interval: Duration::from_secs(600),
+        ..tuning()
+    };
+    let controller = courier_controller::Controller::with_tuning(ctl_client, config(), t)
+        .unwrap_or_else(|e| panic!("controller: {e}"));
+    let handle = controller.handle();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(controller.run(stop.clone()));
+    tokio::time::timeout(Duration::from_secs(15), handle.ready())
+        .await
+        .unwrap_or_else(|_| panic!("controller not ready"));
+    wait_ready_reason(&pair.mc, "w1", "True", "Connected").await;
+    let mut rules = kubesim::kinds::ssar::RuleSet::allow_all();
+    rules.deny.push(kubesim::kinds::ssar::Rule::new(
+        &["delete"],
+        &["batch"],
+        &["jobs"],
+    ));
+    pair.w1.add_token("ctl-w1", CONTROLLER_WORKER_USER, rules);
+    let message = wait_ready_reason(&pair.mc, "w1", "False", "Forbidden").await;
+    assert!(message.contains("delete jobs.batch"), "{message}");
+    stop.cancel();
+}
