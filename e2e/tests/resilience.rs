@@ -462,7 +462,12 @@ async fn orphan_mirror_collected_after_worker_returns() -> anyhow::Result<()> {
         env.worker_jobs(0, NS)
             .create(&Default::default(), &other)
             .await?;
-        env.workers[0].set_faults(json!({"refuse": true})).await?;
+        // Down for every connection: new ones refused, and the requests of those already open
+        // held (with `refuse` alone a pooled connection still deletes the mirror, and no orphan
+        // is left for the collection to find).
+        env.workers[0]
+            .set_faults(json!({"refuse": true, "blackhole": true}))
+            .await?;
         env.delete_job(NS, "orphan").await?;
         let jobs = env.jobs(NS);
         wait_for(
@@ -479,6 +484,11 @@ async fn orphan_mirror_collected_after_worker_returns() -> anyhow::Result<()> {
             },
         )
         .await?;
+        // Released without its mirror's delete: the finalizer was dropped as orphaned.
+        let why = env
+            .wait_event(NS, "orphan", "MirrorOrphaned", Duration::from_secs(10))
+            .await?;
+        ensure!(why.contains("w1"), "MirrorOrphaned names the worker: {why}");
         env.workers[0].clear_faults().await?;
         let w1 = env.worker_jobs(0, NS);
         wait_for("orphan mirror collected on w1", T, || {
