@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use super::Cluster;
 use crate::config::FIELD_MANAGER;
 use crate::errors::{CallError, with_timeout};
+use crate::watch::SlimJob;
 
 /// batch/v1 Jobs as a dynamic resource (origins and mirrors are read and built as JSON).
 pub fn jobs_resource() -> ApiResource {
@@ -153,16 +154,27 @@ impl Cluster {
         Api::namespaced_with(client, ns, &jobs_resource())
     }
 
-    /// Creates a Job on the worker.
-    pub async fn create_job(&self, ns: &str, job: &Value) -> Result<DynamicObject, CallError> {
-        let obj: DynamicObject = serde_json::from_value(job.clone())
-            .map_err(|e| CallError::Other(format!("mirror is not a Job object: {e}")))?;
+    /// Creates a Job on the worker. The answer is decoded only as far as the mirror cache reads it
+    /// (no managedFields, the spec kept as text), as the mirror watch decodes it.
+    pub async fn create_job(&self, ns: &str, job: &Value) -> Result<SlimJob, CallError> {
+        if !job.is_object() {
+            return Err(CallError::Other("mirror is not a Job object".into()));
+        }
+        let body = serde_json::to_vec(job)
+            .map_err(|e| CallError::Other(format!("mirror cannot be encoded: {e}")))?;
         let pp = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
         };
-        self.call(|c| async move { Self::jobs(c, ns).create(&pp, &obj).await })
-            .await
+        let jobs = jobs_resource();
+        let path = format!("/apis/{}/namespaces/{ns}/{}", jobs.api_version, jobs.plural);
+        self.call(|c| async move {
+            let request = kube::core::Request::new(path)
+                .create(&pp, body)
+                .map_err(kube::Error::BuildRequest)?;
+            c.request::<SlimJob>(request).await
+        })
+        .await
     }
 
     /// Reads a Job (`None` if it does not exist).

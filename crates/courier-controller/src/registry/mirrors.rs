@@ -32,7 +32,6 @@ use courier_core::reconcile::MirrorView;
 use courier_core::workload::Workload;
 use k8s_openapi::api::batch::v1::JobStatus;
 use kube::Api;
-use kube::api::DynamicObject;
 use kube::runtime::watcher;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -144,12 +143,8 @@ impl MirrorCache {
     /// that name already (the watch's version is then as new or newer). Without it, a reconcile
     /// before the watch delivers the mirror sees none and creates it again (AlreadyExists, a read
     /// and an adoption: three requests for nothing).
-    pub fn created(&self, obj: &DynamicObject) {
-        let Some((key, entry)) = serde_json::to_string(obj)
-            .ok()
-            .and_then(|text| serde_json::from_str::<SlimJob>(&text).ok())
-            .and_then(|job| trim(&job))
-        else {
+    pub fn created(&self, obj: &SlimJob) {
+        let Some((key, entry)) = trim(obj) else {
             return;
         };
         self.write().map.entry(key).or_insert(entry);
