@@ -62,10 +62,23 @@ fn detection_budget() -> Duration {
     t.probe_interval + t.connect_timeout + t.request_timeout + Duration::from_secs(3)
 }
 
-/// Waits for `Ready=False` with `reason` and returns how long it took from `since`.
-async fn not_ready_after(pair: &RecordedPair, reason: &str, since: Instant) -> Duration {
-    wait_ready_reason(&pair.mc, "w1", "False", reason).await;
-    since.elapsed()
+/// With the check's connection open and kept alive, `fault` strikes the worker: it must be
+/// `Ready=False` (`Unreachable`) within the detection budget, and Ready again once lifted.
+async fn detected_within_budget(fault: FaultConfig) {
+    let (pair, stop) = start().await;
+    tokio::time::sleep(probe_interval() * 3).await;
+    let since = Instant::now();
+    pair.w1.set_faults(fault);
+    wait_ready_reason(&pair.mc, "w1", "False", "Unreachable").await;
+    let took = since.elapsed();
+    assert!(
+        took <= detection_budget(),
+        "not Ready only after {took:?} (budget {:?})",
+        detection_budget()
+    );
+    pair.w1.set_faults(FaultConfig::default());
+    wait_ready_reason(&pair.mc, "w1", "True", "Connected").await;
+    stop.cancel();
 }
 
 /// The worker's listener closes but its established connections keep being served (a server
@@ -75,45 +88,22 @@ async fn not_ready_after(pair: &RecordedPair, reason: &str, since: Instant) -> D
 /// the request client's idle connection had closed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_that_refuses_new_connections_is_not_ready_within_a_probe_interval() {
-    let (pair, stop) = start().await;
-    // The check's connection is open and kept alive.
-    tokio::time::sleep(probe_interval() * 3).await;
-    let since = Instant::now();
-    pair.w1.set_faults(FaultConfig {
+    detected_within_budget(FaultConfig {
         refuse: true,
         ..Default::default()
-    });
-    let took = not_ready_after(&pair, "Unreachable", since).await;
-    assert!(
-        took <= detection_budget(),
-        "not Ready only after {took:?} (budget {:?})",
-        detection_budget()
-    );
-    pair.w1.set_faults(FaultConfig::default());
-    wait_ready_reason(&pair.mc, "w1", "True", "Connected").await;
-    stop.cancel();
+    })
+    .await;
 }
 
 /// Connections accepted, requests never answered (open connections too): the check times out and
 /// the full probe after it marks the worker unreachable within the same budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blackholed_worker_is_not_ready_within_a_probe_interval() {
-    let (pair, stop) = start().await;
-    tokio::time::sleep(probe_interval() * 3).await;
-    let since = Instant::now();
-    pair.w1.set_faults(FaultConfig {
+    detected_within_budget(FaultConfig {
         blackhole: true,
         ..Default::default()
-    });
-    let took = not_ready_after(&pair, "Unreachable", since).await;
-    assert!(
-        took <= detection_budget(),
-        "not Ready only after {took:?} (budget {:?})",
-        detection_budget()
-    );
-    pair.w1.set_faults(FaultConfig::default());
-    wait_ready_reason(&pair.mc, "w1", "True", "Connected").await;
-    stop.cancel();
+    })
+    .await;
 }
 
 /// A right taken away while the worker is idle (no call is refused to tell): found by the checks

@@ -6,12 +6,9 @@
 //! entry of the answer. This saves decoding the answer's labels, annotations and spec and trimming
 //! them again, four times per Job (one status copy per mirror status change).
 
-use std::borrow::Cow;
-
 use courier_core::job::finished;
 use courier_core::reconcile::OriginView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::NamespaceResourceScope;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -68,34 +65,7 @@ impl WriteAnswer {
     }
 }
 
-impl kube::Resource for WriteAnswer {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Job".into()
-    }
-
-    fn group(_: &()) -> Cow<'_, str> {
-        "batch".into()
-    }
-
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-
-    fn plural(_: &()) -> Cow<'_, str> {
-        "jobs".into()
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::watch::batch_v1_job_resource!(WriteAnswer);
 
 #[cfg(test)]
 mod tests {

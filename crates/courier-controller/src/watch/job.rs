@@ -4,11 +4,9 @@
 //! projection reads them (the status straight into its typed form, [`SlimJob::status_as`]). A watch
 //! event therefore costs one parse of the object and no re-serialisation.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::core::NamespaceResourceScope;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
@@ -79,34 +77,45 @@ fn slim_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     })
 }
 
-impl kube::Resource for SlimJob {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
+/// `impl kube::Resource` as a namespaced `batch/v1` Job for a partial decoding of one (`$t` has a
+/// `metadata: ObjectMeta` field): the typed `Api` calls then decode an answer only as far as `$t`.
+macro_rules! batch_v1_job_resource {
+    ($t:ty) => {
+        impl kube::Resource for $t {
+            type DynamicType = ();
+            type Scope = kube::core::NamespaceResourceScope;
 
-    fn kind(_: &()) -> Cow<'_, str> {
-        "Job".into()
-    }
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+                "Job".into()
+            }
 
-    fn group(_: &()) -> Cow<'_, str> {
-        "batch".into()
-    }
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
+                "batch".into()
+            }
 
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
+                "v1".into()
+            }
 
-    fn plural(_: &()) -> Cow<'_, str> {
-        "jobs".into()
-    }
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+                "jobs".into()
+            }
 
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
 
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
+            fn meta_mut(
+                &mut self,
+            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
 }
+pub(crate) use batch_v1_job_resource;
+
+batch_v1_job_resource!(SlimJob);
 
 #[cfg(test)]
 mod tests {

@@ -32,6 +32,7 @@ use crate::errors::chain;
 pub mod job;
 mod named;
 pub use job::SlimJob;
+pub(crate) use job::batch_v1_job_resource;
 pub use named::NamedValues;
 
 /// A compact cache of one watched kind.
