@@ -243,7 +243,9 @@ mod tests {
         for key in ["a", "b", "courier.dev/epoch", "c"] {
             assert_eq!(small.get(key), map.get(key), "{key}");
             assert_eq!(small.label(key), map.label(key), "{key}");
+            assert_eq!(small.contains_key(key), map.contains_key(key), "{key}");
         }
+        assert!(!small.is_empty() && SmallMap::default().is_empty());
         assert_eq!(
             serde_json::to_value(&small).ok(),
             serde_json::to_value(&map).ok()
