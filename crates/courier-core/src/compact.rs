@@ -183,14 +183,6 @@ impl SpecFields {
         list.push((key, value));
         self.0 = list.into_boxed_slice();
     }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 impl SpecSource for SpecFields {
@@ -278,6 +270,9 @@ mod tests {
         set.set("suspend", json!(false));
         set.set("parallelism", json!(3));
         assert_eq!(set.get("suspend"), Some(&json!(false)));
-        assert_eq!(set.len(), 3);
+        assert_eq!(
+            serde_json::to_value(&set).ok(),
+            Some(json!({"completions": 2, "suspend": false, "parallelism": 3}))
+        );
     }
 }
