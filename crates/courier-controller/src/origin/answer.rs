@@ -9,11 +9,11 @@
 use courier_core::job::finished;
 use courier_core::reconcile::OriginView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use super::store::OriginEntry;
+use crate::watch::job::status_from_text;
 
 /// A Job as the answer to a write decodes it: the resourceVersion, and the status as the text it
 /// arrived in (parsed into the cached view's own status type by [`WriteAnswer::apply_to`]).
@@ -39,14 +39,6 @@ fn version_only<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error>
     })
 }
 
-/// `null` or absent reads as the default status, as `OriginView::from_json` reads it.
-fn parse<T: DeserializeOwned + Default>(raw: Option<&RawValue>) -> Result<T, serde_json::Error> {
-    match raw.map(RawValue::get) {
-        None | Some("null") => Ok(T::default()),
-        Some(text) => serde_json::from_str(text),
-    }
-}
-
 impl WriteAnswer {
     /// `cached` (the entry of the version the status write was made from) as of this answer: its
     /// resourceVersion and status replaced, the mirror source dropped once the Job finished (no
@@ -56,7 +48,7 @@ impl WriteAnswer {
         let rv = self.metadata.resource_version.clone()?;
         let mut entry = cached.clone();
         let view: &mut OriginView = &mut entry.view;
-        view.status = parse(self.status.as_deref()).ok()?;
+        view.status = status_from_text(self.status.as_deref()).ok()?;
         view.resource_version = Some(rv);
         if finished(&view.status).is_some() {
             entry.source = None;

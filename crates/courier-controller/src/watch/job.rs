@@ -36,10 +36,18 @@ impl SlimJob {
 
     /// The status decoded as `S` from its text (`S::default()` when absent or null).
     pub fn status_as<S: DeserializeOwned + Default>(&self) -> Result<S, serde_json::Error> {
-        match self.status.as_deref().map(RawValue::get) {
-            None | Some("null") => Ok(S::default()),
-            Some(text) => serde_json::from_str(text),
-        }
+        status_from_text(self.status.as_deref())
+    }
+}
+
+/// A status kept as the text it arrived in, decoded as `S` (`S::default()` when absent or null,
+/// as `OriginView::from_json` reads it).
+pub fn status_from_text<S: DeserializeOwned + Default>(
+    raw: Option<&RawValue>,
+) -> Result<S, serde_json::Error> {
+    match raw.map(RawValue::get) {
+        None | Some("null") => Ok(S::default()),
+        Some(text) => serde_json::from_str(text),
     }
 }
 
