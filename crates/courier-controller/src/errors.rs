@@ -16,10 +16,10 @@ pub enum CallError {
         reason: String,
         message: String,
         /// How long the server asked the client to wait before trying again: the Status's
-        /// `details.retryAfterSeconds` (a 429, or a 5xx such as ServerTimeout). kube-apiserver sends
-        /// the same number in the `Retry-After` header; kube 5's `Error::Api` keeps only the body, so
-        /// the header alone (e.g. a plain-text 429 from a proxy) is not seen and the queue's own
-        /// backoff applies.
+        /// `details.retryAfterSeconds` (a 429, or a 5xx such as ServerTimeout). kube 5's
+        /// `Error::Api` keeps only the body; a wait given only in the `Retry-After` header (the
+        /// plain-text 429 of kube-apiserver's priority-and-fairness filter) is put there by the
+        /// client's `server_wait` layer.
         retry_after: Option<Duration>,
     },
     /// No answer within the deadline.

@@ -51,6 +51,7 @@ mod queue;
 mod recent;
 mod registry;
 mod runtime;
+pub mod server_wait;
 mod shared;
 mod snapshot;
 mod ui;

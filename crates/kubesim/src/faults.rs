@@ -24,6 +24,10 @@ pub struct FaultConfig {
     pub throttle_rate: f64,
     /// The `Retry-After` seconds of throttled answers (default 1).
     pub retry_after_seconds: u64,
+    /// The body of a throttled answer: kube-apiserver's priority-and-fairness filter (the usual
+    /// source of a 429) writes plain text with only the `Retry-After` header; its storage and
+    /// admission paths write a Status carrying `details.retryAfterSeconds` as well.
+    pub throttle_body: ThrottleBody,
     /// The next this many creates (POST to the collection) of `throttleCreatesOf` are answered 429
     /// with `Retry-After`, whatever the shares draw; counts down as they are answered.
     pub throttle_creates: u64,
@@ -35,12 +39,28 @@ pub struct FaultConfig {
     pub refuse: bool,
 }
 
+/// The form of a 429 answer (see `FaultConfig::throttle_body`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ThrottleBody {
+    /// `Too many requests, please try again later.` as `text/plain`, the `Retry-After` header the
+    /// only place the wait is given (kube-apiserver's `tooManyRequests` in
+    /// `k8s.io/apiserver/pkg/server/filters/maxinflight.go`, used by the priority-and-fairness
+    /// filter).
+    #[default]
+    Text,
+    /// A `TooManyRequests` Status with `details.retryAfterSeconds`, and the same seconds in
+    /// `Retry-After` (`apierrors.NewTooManyRequests` written by `responsewriters.ErrorNegotiated`).
+    Status,
+}
+
 /// What a request should suffer, decided once per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Injected {
     None,
     Error,
-    Throttle(u64),
+    /// 429 with this many `Retry-After` seconds, in this form.
+    Throttle(u64, ThrottleBody),
 }
 
 /// Live fault state shared by the server's tasks.
@@ -119,8 +139,8 @@ impl Faults {
     /// `method` and `path` are the request's (a create is a POST whose last path segment is the
     /// resource, i.e. to the collection).
     pub fn draw(&self, method: &str, path: &str) -> Injected {
-        if let Some(secs) = self.take_create_throttle(method, path) {
-            return Injected::Throttle(secs);
+        if let Some(throttled) = self.take_create_throttle(method, path) {
+            return throttled;
         }
         let c = self.cfg.read().unwrap_or_else(|p| p.into_inner());
         if c.error_rate <= 0.0 && c.throttle_rate <= 0.0 {
@@ -130,14 +150,14 @@ impl Faults {
         if x < c.error_rate {
             Injected::Error
         } else if x < c.error_rate + c.throttle_rate {
-            Injected::Throttle(c.retry_after_seconds.max(1))
+            Injected::Throttle(c.retry_after_seconds.max(1), c.throttle_body)
         } else {
             Injected::None
         }
     }
 
     /// Counts down `throttle_creates` when this request is one of the creates it throttles.
-    fn take_create_throttle(&self, method: &str, path: &str) -> Option<u64> {
+    fn take_create_throttle(&self, method: &str, path: &str) -> Option<Injected> {
         let is_create_of = |c: &FaultConfig| {
             c.throttle_creates > 0
                 && method == "POST"
@@ -153,7 +173,10 @@ impl Faults {
             return None;
         }
         c.throttle_creates -= 1;
-        Some(c.retry_after_seconds.max(1))
+        Some(Injected::Throttle(
+            c.retry_after_seconds.max(1),
+            c.throttle_body,
+        ))
     }
 
     /// Waits until the blackhole is lifted.
@@ -185,7 +208,10 @@ mod tests {
             retry_after_seconds: 3,
             ..Default::default()
         });
-        assert_eq!(f.draw("GET", "/api/v1/pods"), Injected::Throttle(3));
+        assert_eq!(
+            f.draw("GET", "/api/v1/pods"),
+            Injected::Throttle(3, ThrottleBody::Text)
+        );
         f.set(FaultConfig {
             error_rate: 0.5,
             ..Default::default()
@@ -219,9 +245,15 @@ mod tests {
             Injected::None,
             "not the collection"
         );
-        assert_eq!(f.draw("POST", jobs), Injected::Throttle(2));
+        assert_eq!(
+            f.draw("POST", jobs),
+            Injected::Throttle(2, ThrottleBody::Text)
+        );
         assert_eq!(f.get().throttle_creates, 1);
-        assert_eq!(f.draw("POST", jobs), Injected::Throttle(2));
+        assert_eq!(
+            f.draw("POST", jobs),
+            Injected::Throttle(2, ThrottleBody::Text)
+        );
         assert_eq!(f.draw("POST", jobs), Injected::None, "used up");
         assert_eq!(f.get().throttle_creates, 0);
     }

@@ -453,38 +453,58 @@ async fn fault_latency_errors_and_throttling() {
         matches!(jobs.list(&ListParams::default()).await, Err(kube::Error::Api(s)) if s.code == 500)
     );
 
+    // The default form is the priority-and-fairness filter's: plain text, the wait only in the
+    // header (kube's `Error::Api` then has no details; kube reconstructs a Status from the text).
     sim.set_faults(FaultConfig {
         throttle_rate: 1.0,
         retry_after_seconds: 7,
+        ..Default::default()
+    });
+    let client = jobs.clone().into_client();
+    let raw = || {
+        client.send(
+            http::Request::get("/apis/batch/v1/namespaces/default/jobs")
+                .body(kube::client::Body::from(Vec::new()))
+                .unwrap(),
+        )
+    };
+    let text = raw().await.unwrap();
+    assert_eq!(text.status().as_u16(), 429);
+    let header = |r: &http::Response<kube::client::Body>, name: &str| {
+        r.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    assert_eq!(header(&text, "retry-after").as_deref(), Some("7"));
+    assert_eq!(
+        header(&text, "content-type").as_deref(),
+        Some("text/plain; charset=utf-8")
+    );
+    let body = http_body_util::BodyExt::collect(text.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    assert_eq!(&body[..], b"Too many requests, please try again later.\n");
+
+    // The Status form (`apierrors.NewTooManyRequests`): the wait in the body and the header.
+    sim.set_faults(FaultConfig {
+        throttle_rate: 1.0,
+        retry_after_seconds: 7,
+        throttle_body: kubesim::faults::ThrottleBody::Status,
         ..Default::default()
     });
     match jobs.list(&ListParams::default()).await {
         Err(kube::Error::Api(s)) => {
             assert_eq!(s.code, 429);
             assert_eq!(s.reason, "TooManyRequests");
-            // Like kube-apiserver's `NewTooManyRequests`: the wait in the Status too (kube's
-            // `Error::Api` keeps only the body; the `Retry-After` header is checked below).
             assert_eq!(s.details.map(|d| d.retry_after_seconds), Some(7));
         }
         other => panic!("expected 429, got {other:?}"),
     }
-    let raw = jobs
-        .clone()
-        .into_client()
-        .send(
-            http::Request::get("/apis/batch/v1/namespaces/default/jobs")
-                .body(kube::client::Body::from(Vec::new()))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(raw.status().as_u16(), 429);
-    assert_eq!(
-        raw.headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok()),
-        Some("7")
-    );
+    let status = raw().await.unwrap();
+    assert_eq!(status.status().as_u16(), 429);
+    assert_eq!(header(&status, "retry-after").as_deref(), Some("7"));
     sim.faults().clear();
     jobs.list(&ListParams::default()).await.unwrap();
     sim.shutdown();

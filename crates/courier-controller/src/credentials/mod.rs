@@ -19,6 +19,7 @@ use kube::config::{AuthInfo, Cluster, KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use crate::config::CredentialPolicy;
+use crate::server_wait::ServerWaitLayer;
 
 /// Flag names of the `courier run` switches that relax the policy (named in refusals).
 pub const FLAG_ALLOW_EXEC: &str = "--allow-exec-kubeconfigs";
@@ -401,7 +402,10 @@ impl CheckedKubeconfig {
         // requeues that origin no sooner than the Status's `retryAfterSeconds` (capped), holding
         // only that key (`WorkQueue::retry_no_sooner`).
         config.default_retry = false;
-        Client::try_from(config).map_err(|e| KubeconfigProblem::Unusable(e.to_string()))
+        // A throttled answer's wait is read from `Retry-After` too (see `server_wait`).
+        let builder = kube::client::ClientBuilder::try_from(config)
+            .map_err(|e| KubeconfigProblem::Unusable(e.to_string()))?;
+        Ok(builder.with_layer(&ServerWaitLayer).build())
     }
 }
 

@@ -26,7 +26,7 @@ use crate::api::watch::WatchOpts;
 use crate::api::{Api, DeleteOpts, FieldValidation, ListOpts, Part, PatchKind, Served, WriteOpts};
 use crate::auth::{User, Users};
 use crate::errors::ApiError;
-use crate::faults::{Faults, Injected};
+use crate::faults::{Faults, Injected, ThrottleBody};
 use crate::kinds::ssar::AccessAttributes;
 use crate::selectors::{FieldSelector, LabelSelector};
 
@@ -201,6 +201,17 @@ fn text_response(code: u16, text: &'static str) -> Response<Body> {
     r
 }
 
+/// A 429 as kube-apiserver's priority-and-fairness filter writes it (`tooManyRequests` in
+/// `k8s.io/apiserver/pkg/server/filters/maxinflight.go`): Go's `http.Error` text, and the wait only
+/// in `Retry-After`.
+fn throttled_as_text(retry_after_seconds: u64) -> Response<Body> {
+    let mut r = text_response(429, "Too many requests, please try again later.\n");
+    if let Ok(v) = HeaderValue::from_str(&retry_after_seconds.to_string()) {
+        r.headers_mut().insert(http::header::RETRY_AFTER, v);
+    }
+    r
+}
+
 fn page_not_found() -> Response<Body> {
     text_response(404, "404 page not found\n")
 }
@@ -237,14 +248,20 @@ async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response<Bod
     }
     let injected = match faults.draw(req.method().as_str(), req.uri().path()) {
         Injected::None => None,
-        Injected::Error => Some(ApiError::internal("injected by kubesim's fault settings")),
-        Injected::Throttle(s) => Some(ApiError::too_many_requests(s)),
+        Injected::Error => Some((
+            ApiError::internal("injected by kubesim's fault settings"),
+            None,
+        )),
+        Injected::Throttle(s, form) => Some((ApiError::too_many_requests(s), Some(form))),
     };
-    if let Some(e) = injected {
+    if let Some((e, throttle_form)) = injected {
         if state.recorded.is_on() {
             record_injected(&state, req, &e).await;
         }
-        return error_response(&e);
+        return match (throttle_form, e.retry_after) {
+            (Some(ThrottleBody::Text), Some(secs)) => throttled_as_text(secs),
+            _ => error_response(&e),
+        };
     }
     let path = req.uri().path().to_string();
     if matches!(path.as_str(), "/healthz" | "/readyz" | "/livez") {
