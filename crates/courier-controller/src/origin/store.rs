@@ -28,11 +28,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use courier_core::batch_job::BatchJob;
 use courier_core::job::finished;
 use courier_core::reconcile::view::{ORIGIN_ANNOTATION_KEYS, ORIGIN_LABEL_KEYS};
 use courier_core::reconcile::{OriginView, ViewError};
-use courier_core::workload::Workload as _;
 use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -213,13 +211,10 @@ pub fn trim_job(job: &SlimJob) -> Result<Option<OriginEntry>, ViewError> {
         return Ok(None);
     };
     // The status is decoded from its text straight into its typed form.
-    view.status =
-        job.status_as()
-            .map(BatchJob::compact_status)
-            .map_err(|e| ViewError::Malformed {
-                field: "status",
-                reason: e.to_string(),
-            })?;
+    view.status = job.status_as().map_err(|e| ViewError::Malformed {
+        field: "status",
+        reason: e.to_string(),
+    })?;
     // The spec goes into the mirror source as the text it arrived in.
     let source = Source {
         metadata: SourceMeta {

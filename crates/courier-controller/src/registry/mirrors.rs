@@ -269,7 +269,7 @@ pub fn trim(obj: &SlimJob) -> Option<(ObjectKey, MirrorEntry)> {
         labels,
         annotations,
         spec: SpecFields::keep(&obj.spec_value(), BatchJob::SPEC_FIELDS),
-        status: BatchJob::compact_status(status),
+        status: status.into(),
         deleting: meta.deletion_timestamp.is_some(),
         uid,
         name: name.clone(),
