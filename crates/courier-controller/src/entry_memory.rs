@@ -107,7 +107,13 @@ fn a_finished_bench_job_costs_little_in_both_caches() {
     assert_eq!(origin.view.status.succeeded, Some(1));
     assert_eq!(mirror.view.labels.len(), 3);
     assert_eq!(mirror.view.status.condition_count(), 2);
-    eprintln!("origin entry {origin_bytes} B, mirror entry {mirror_bytes} B");
+    eprintln!(
+        "origin entry {origin_bytes} B of heap + {} B inline, mirror entry {mirror_bytes} B + {} B \
+         inline (status {} B inline)",
+        std::mem::size_of::<crate::origin::store::OriginEntry>(),
+        std::mem::size_of::<courier_core::reconcile::MirrorView>(),
+        std::mem::size_of::<courier_core::job_status::CachedStatus>(),
+    );
     assert!(
         origin_bytes <= ORIGIN_ENTRY_BOUND,
         "an origin entry holds {origin_bytes} B of heap (bound {ORIGIN_ENTRY_BOUND})"
