@@ -181,7 +181,7 @@ fn job(shared: &Ctx, key: &ObjectKey, e: &OriginEntry) -> JobSnapshot {
             .annotations
             .get(courier_api::ANNOTATION_CLUSTER_SELECTOR)
             .cloned(),
-        conditions: conditions_of(&v.status),
+        conditions: conditions_of(&v.status.expand()),
     }
 }
 
@@ -296,7 +296,7 @@ pub fn explain(shared: &Ctx, key: &ObjectKey) -> Option<Explanation> {
                             .unwrap_or("missing")
                     ),
                     current: verdict == Ownership::Current,
-                    conditions: conditions_of(&m.status),
+                    conditions: conditions_of(&m.status.expand()),
                 }
             }
         })

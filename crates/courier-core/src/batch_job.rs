@@ -12,7 +12,8 @@ use courier_api::{ANNOTATION_SPEC_HASH, ANNOTATION_TEMPLATE_HASH};
 use crate::drift::{
     DRIFTING_SPEC_FIELDS, kueue_managed, mirror_template, spec_drift, spec_hash, template_drifts,
 };
-use crate::job::{JobSpecEssentials, condition, find_condition, interim};
+use crate::job::{JobSpecEssentials, condition, interim};
+use crate::job_status::CachedStatus;
 use crate::mirror::{MirrorError, mirror_for};
 use crate::ownership::Intent;
 use crate::reconcile::{MirrorOf, OriginOf};
@@ -27,20 +28,13 @@ pub struct BatchJob;
 
 impl Workload for BatchJob {
     type Spec = JobSpecEssentials;
-    type Status = JobStatus;
+    /// Cached compact; the Job modules work on the full `JobStatus` it expands to.
+    type Status = CachedStatus;
     type BuildError = MirrorError;
     const SPEC_FIELDS: &'static [&'static str] = &DRIFTING_SPEC_FIELDS;
 
     fn read_spec(spec: &Value) -> JobSpecEssentials {
         JobSpecEssentials::from_spec_json(spec)
-    }
-
-    fn compact_status(mut status: JobStatus) -> JobStatus {
-        // A decoded list grows by doubling (to 4 for one condition): keep only what is there.
-        if let Some(c) = &mut status.conditions {
-            c.shrink_to_fit();
-        }
-        status
     }
 
     fn suspended(spec: &JobSpecEssentials) -> bool {
@@ -103,57 +97,81 @@ impl Workload for BatchJob {
 
     fn translate(
         origin: &OriginOf<Self>,
-        mirror: Option<MirrorReport<'_, JobStatus>>,
+        mirror: Option<MirrorReport<'_, CachedStatus>>,
         redispatch_possible: bool,
         now: Timestamp,
-    ) -> Option<JobStatus> {
+    ) -> Option<CachedStatus> {
+        let mirror_status = mirror.map(|m| m.status.expand());
         translate_status(&TranslateInput {
             origin_spec: &origin.spec,
-            origin_status: &origin.status,
-            mirror,
+            origin_status: &origin.status.expand(),
+            mirror: mirror
+                .zip(mirror_status.as_ref())
+                .map(|(m, status)| MirrorReport {
+                    status,
+                    placement: m.placement,
+                }),
             redispatch_possible,
             now,
         })
+        .map(CachedStatus::from)
     }
 
-    fn fail(status: &JobStatus, reason: &str, message: &str, now: Timestamp) -> Option<JobStatus> {
-        fail_origin(status, reason, message, now)
+    fn fail(
+        status: &CachedStatus,
+        reason: &str,
+        message: &str,
+        now: Timestamp,
+    ) -> Option<CachedStatus> {
+        fail_origin(&status.expand(), reason, message, now).map(CachedStatus::from)
     }
 
-    fn committed(status: &JobStatus, now: Timestamp) -> Option<Committed<JobStatus>> {
+    fn committed(status: &CachedStatus, now: Timestamp) -> Option<Committed<CachedStatus>> {
         let committed = interim(status)?;
         Some(Committed {
             reached: committed.condition_type(),
             outcome: committed.finished().condition_type(),
-            status: finish_from_interim(status, now),
+            status: finish_from_interim(&status.expand(), now).map(CachedStatus::from),
         })
     }
 
-    fn reported(status: &JobStatus) -> Option<Intent> {
-        crate::dispatched::recorded(status)
+    fn reported(status: &CachedStatus) -> Option<Intent> {
+        crate::dispatched::recorded(&status.expand())
     }
 
-    fn set_not_placed(status: &mut JobStatus, reason: &str, message: &str, now: Timestamp) -> bool {
-        let mut conditions = status.conditions.take().unwrap_or_default();
+    fn set_not_placed(
+        status: &mut CachedStatus,
+        reason: &str,
+        message: &str,
+        now: Timestamp,
+    ) -> bool {
+        let mut full = status.expand();
+        let mut conditions = full.conditions.take().unwrap_or_default();
         let changed =
             crate::placed::set_not_placed(&mut conditions, reason, message, whole_seconds(now));
-        status.conditions = Some(conditions);
+        full.conditions = Some(conditions);
+        *status = full.into();
         changed
     }
 
-    fn removed_from_cluster(status: &JobStatus) -> bool {
-        crate::placed::removed_from_cluster(status)
+    fn removed_from_cluster(status: &CachedStatus) -> bool {
+        crate::placed::removed_from_cluster(&status.expand())
     }
 
-    fn finished(status: &JobStatus) -> Option<Finished> {
+    fn finished(status: &CachedStatus) -> Option<Finished> {
         crate::job::finished(status)
     }
 
-    fn finished_at(status: &JobStatus) -> Option<Timestamp> {
-        [condition::COMPLETE, condition::FAILED]
-            .iter()
-            .filter_map(|t| find_condition(status, t))
-            .filter(|c| c.status == "True")
-            .find_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
+    fn finished_at(status: &CachedStatus) -> Option<Timestamp> {
+        finished_at(&status.expand())
     }
+}
+
+/// When the run ended: the transition time of its True terminal condition.
+fn finished_at(status: &JobStatus) -> Option<Timestamp> {
+    [condition::COMPLETE, condition::FAILED]
+        .iter()
+        .filter_map(|t| crate::job::find_condition(status, t))
+        .filter(|c| c.status == "True")
+        .find_map(|c| c.last_transition_time.as_ref().map(|t| t.0))
 }

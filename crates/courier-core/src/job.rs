@@ -2,6 +2,8 @@
 //! Job from any API version is understood) and condition helpers over the typed status.
 
 use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+
+use crate::job_status::CachedStatus;
 use serde_json::Value;
 
 /// Job condition types (`status.conditions[].type`).
@@ -62,9 +64,42 @@ pub fn find_condition<'a>(status: &'a JobStatus, type_: &str) -> Option<&'a JobC
         .find(|c| c.type_ == type_)
 }
 
+/// What decisions and phases read of a status, whichever form holds it: the full [`JobStatus`] or
+/// the cached one ([`CachedStatus`]).
+pub trait StatusFacts: std::fmt::Debug {
+    /// Whether a condition of type `type_` is present with status True.
+    fn condition_is_true(&self, type_: &str) -> bool;
+    /// Whether any pod ran: active, succeeded or failed above zero.
+    fn started(&self) -> bool;
+}
+
+fn any_pod(counts: [Option<i32>; 3]) -> bool {
+    counts.iter().any(|c| c.unwrap_or(0) > 0)
+}
+
+impl StatusFacts for JobStatus {
+    fn condition_is_true(&self, type_: &str) -> bool {
+        find_condition(self, type_).is_some_and(|c| c.status == "True")
+    }
+
+    fn started(&self) -> bool {
+        any_pod([self.active, self.succeeded, self.failed])
+    }
+}
+
+impl StatusFacts for CachedStatus {
+    fn condition_is_true(&self, type_: &str) -> bool {
+        CachedStatus::condition_is_true(self, type_)
+    }
+
+    fn started(&self) -> bool {
+        any_pod([self.active, self.succeeded, self.failed])
+    }
+}
+
 /// Whether a condition of type `type_` is present with status True.
-pub fn is_true(status: &JobStatus, type_: &str) -> bool {
-    find_condition(status, type_).is_some_and(|c| c.status == "True")
+pub fn is_true(status: &(impl StatusFacts + ?Sized), type_: &str) -> bool {
+    status.condition_is_true(type_)
 }
 
 /// How a Job ended (its terminal condition) and its point of no return (its interim condition): the
@@ -110,7 +145,7 @@ impl Interim {
 
 /// `Complete` or `Failed` if either is True. (A valid status never has both; `Failed` wins if a
 /// malformed one does, since claiming success that did not happen is the worse lie.)
-pub fn finished(status: &JobStatus) -> Option<Finished> {
+pub fn finished(status: &(impl StatusFacts + ?Sized)) -> Option<Finished> {
     if is_true(status, condition::FAILED) {
         Some(Finished::Failed)
     } else if is_true(status, condition::COMPLETE) {
@@ -122,7 +157,7 @@ pub fn finished(status: &JobStatus) -> Option<Finished> {
 
 /// `SuccessCriteriaMet` or `FailureTarget` if either is True (`FailureTarget` wins on a malformed
 /// status with both).
-pub fn interim(status: &JobStatus) -> Option<Interim> {
+pub fn interim(status: &(impl StatusFacts + ?Sized)) -> Option<Interim> {
     if is_true(status, condition::FAILURE_TARGET) {
         Some(Interim::FailureTarget)
     } else if is_true(status, condition::SUCCESS_CRITERIA_MET) {

@@ -5,6 +5,7 @@
 //! - [`selector`]: `courier.dev/cluster-selector` strings, matched against WorkerCluster labels.
 //! - [`indexes`]: Job index lists (`completedIndexes`, `failedIndexes`).
 //! - [`job`]: the few facts about a Job spec/status the decisions need, read from JSON or typed values.
+//! - [`job_status`]: a Job's status as the caches keep it (compact, lossless).
 //! - [`mirror`]: building a mirror Job from an origin's JSON.
 //! - [`namespaces`]: whether a Job's namespace may be created on a worker, and its Pod Security labels.
 //! - [`drift`]: spec changes that flow down to the mirror, judged against what was last sent.
@@ -29,6 +30,7 @@ pub mod drift;
 pub mod hints;
 pub mod indexes;
 pub mod job;
+pub mod job_status;
 pub mod mirror;
 pub mod namespaces;
 pub mod ownership;

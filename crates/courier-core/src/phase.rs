@@ -6,10 +6,9 @@
 
 use std::fmt;
 
-use k8s_openapi::api::batch::v1::JobStatus;
 use serde::Serialize;
 
-use crate::job::{Finished, condition, finished, is_true};
+use crate::job::{Finished, StatusFacts, condition, finished, is_true};
 
 /// Where a Job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -51,7 +50,8 @@ pub struct PhaseFacts<'a> {
     pub deleting: bool,
     /// `spec.suspend` is true.
     pub suspend: bool,
-    pub status: &'a JobStatus,
+    /// The status, full or cached.
+    pub status: &'a dyn StatusFacts,
     /// Courier has placed it (origin: a placement intent exists; mirror: always true).
     pub placed: bool,
 }
@@ -74,9 +74,7 @@ impl JobPhase {
         if facts.suspend || is_true(s, condition::SUSPENDED) {
             return JobPhase::Suspended;
         }
-        let started =
-            s.active.unwrap_or(0) > 0 || s.succeeded.unwrap_or(0) > 0 || s.failed.unwrap_or(0) > 0;
-        if started {
+        if s.started() {
             JobPhase::Running
         } else if facts.placed {
             JobPhase::Dispatched
@@ -137,7 +135,7 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
-    fn status(v: Value) -> JobStatus {
+    fn status(v: Value) -> k8s_openapi::api::batch::v1::JobStatus {
         serde_json::from_value(v).expect("status")
     }
 

@@ -79,7 +79,8 @@ impl<S> Copy for MirrorReport<'_, S> {}
 pub trait Workload: fmt::Debug + Clone + PartialEq + Default + 'static {
     /// The facts about an origin's spec that decisions read.
     type Spec: fmt::Debug + Clone + PartialEq + Default;
-    /// The object's status (what flows up from the mirror to the origin).
+    /// The object's status (what flows up from the mirror to the origin), as the caches keep it:
+    /// the same content in as little memory as it takes.
     type Status: fmt::Debug + Clone + PartialEq + Default + Serialize + DeserializeOwned;
     /// Why a mirror cannot be built.
     type BuildError: std::error::Error;
@@ -91,8 +92,6 @@ pub trait Workload: fmt::Debug + Clone + PartialEq + Default + 'static {
 
     /// The spec facts, from the object's `spec` JSON (missing or mistyped fields read as unset).
     fn read_spec(spec: &Value) -> Self::Spec;
-    /// A status as a cache keeps it: the same content in as little memory as it takes.
-    fn compact_status(status: Self::Status) -> Self::Status;
     /// The origin is suspended (then it is not dispatched, and losing its mirror is not counted).
     fn suspended(spec: &Self::Spec) -> bool;
     /// Hash of the part of the spec the shell patches by diff ([`Drift::template`]), from `spec`.

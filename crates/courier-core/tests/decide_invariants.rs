@@ -331,7 +331,8 @@ impl Sim {
                     intent == Some(Intent { cluster: cluster.clone(), epoch: *epoch }),
                     &format!("CreateMirror({cluster},{epoch}) without that intent on the origin (intent {intent:?})"),
                 );
-                let reported = courier_core::dispatched::recorded(&self.origin_view().status);
+                let reported =
+                    courier_core::dispatched::recorded(&self.origin_view().status.expand());
                 self.check(
                     reported != intent,
                     "a mirror whose epoch had already reported was created again instead of re-dispatched",

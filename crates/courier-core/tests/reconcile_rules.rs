@@ -220,7 +220,7 @@ fn event(d: &Decision, reason: &str) -> String {
 
 fn written_status(d: &Decision) -> Option<JobStatus> {
     d.actions().find_map(|a| match a {
-        Action::WriteOriginStatus { status, .. } => Some(status.clone()),
+        Action::WriteOriginStatus { status, .. } => Some(status.expand()),
         _ => None,
     })
 }

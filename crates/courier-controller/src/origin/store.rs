@@ -3,14 +3,15 @@
 //!
 //! # Memory
 //! An entry keeps the origin's `status` (needed whole: status writes are merge patches against
-//! it; decoded typed straight from the event's text), its finalizers, the labels and annotations
+//! it; decoded straight from the event's text into its compact lossless form,
+//! `courier_core::job_status::CachedStatus`), its finalizers, the labels and annotations
 //! decisions read as a short sorted list (`courier_core::compact::SmallMap`; a fixed list of keys:
 //! cluster, epoch, re-dispatch count, cluster selector, Kueue's queue; each value at most 1 KiB, a
 //! longer one is treated as absent: see `courier_core::reconcile::view`), the spec facts decisions
 //! read (`JobSpecEssentials`, read from `KEPT_SPEC_FIELDS`; of `successPolicy` only its presence)
 //! and, as `SpecFields`, only the spec fields that flow down. The pod template is reduced to its
 //! hash (template drift, see `courier_core::drift`); managedFields and user metadata are dropped.
-//! A finished bench Job's entry holds about 1.6 KB of heap (`entry_memory.rs` bounds it). Beside the view, the entry keeps the mirror source: name, namespace, uid, labels,
+//! A finished bench Job's entry holds about 1.1 KB of heap (`entry_memory.rs` bounds it). Beside the view, the entry keeps the mirror source: name, namespace, uid, labels,
 //! annotations and the spec as the JSON text it arrived in (see [`OriginEntry::source`]), so
 //! building a mirror needs no GET of the origin; it is parsed only when a mirror is built or its
 //! template patched. The watch decodes a Job as a [`SlimJob`] (no managedFields).
@@ -28,11 +29,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use courier_core::batch_job::BatchJob;
 use courier_core::job::finished;
 use courier_core::reconcile::view::{ORIGIN_ANNOTATION_KEYS, ORIGIN_LABEL_KEYS};
 use courier_core::reconcile::{OriginView, ViewError};
-use courier_core::workload::Workload as _;
 use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -212,14 +211,11 @@ pub fn trim_job(job: &SlimJob) -> Result<Option<OriginEntry>, ViewError> {
     let Some((mut view, created)) = trim_view(&json)? else {
         return Ok(None);
     };
-    // The status is decoded from its text straight into its typed form.
-    view.status =
-        job.status_as()
-            .map(BatchJob::compact_status)
-            .map_err(|e| ViewError::Malformed {
-                field: "status",
-                reason: e.to_string(),
-            })?;
+    // The status is decoded from its text straight into its cached form.
+    view.status = job.status_as().map_err(|e| ViewError::Malformed {
+        field: "status",
+        reason: e.to_string(),
+    })?;
     // The spec goes into the mirror source as the text it arrived in.
     let source = Source {
         metadata: SourceMeta {

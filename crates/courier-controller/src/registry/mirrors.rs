@@ -15,10 +15,10 @@
 //! An entry keeps what `decide` and status translation read: name, namespace, uid, the three
 //! `courier.dev/*` ownership labels and Courier's `courier.dev/*` annotations (hashes of what was
 //! sent) as short sorted lists (`courier_core::compact::SmallMap`, known keys not copied), the
-//! spec fields that flow down (`SpecFields`), the typed status decoded straight from the event's
-//! text (without `uncountedTerminatedPods`: worker pod UIDs mean nothing to the origin) and the
-//! deletion mark. No pod template, no managedFields, no other labels: about 1.9 KB of heap for a
-//! finished mirror, half of it its status (`entry_memory.rs` bounds it).
+//! spec fields that flow down (`SpecFields`), the status decoded straight from the event's
+//! text into a `CachedStatus` (without `uncountedTerminatedPods`: worker pod UIDs mean nothing to
+//! the origin) and the deletion mark. No pod template, no managedFields, no other labels: about 1.5 KB of heap for a
+//! finished mirror (`entry_memory.rs` bounds it).
 
 use crate::locks::{MutexExt as _, RwLockExt as _};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -269,7 +269,7 @@ pub fn trim(obj: &SlimJob) -> Option<(ObjectKey, MirrorEntry)> {
         labels,
         annotations,
         spec: SpecFields::keep(&obj.spec_value(), BatchJob::SPEC_FIELDS),
-        status: BatchJob::compact_status(status),
+        status: status.into(),
         deleting: meta.deletion_timestamp.is_some(),
         uid,
         name: name.clone(),

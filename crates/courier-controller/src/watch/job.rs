@@ -1,7 +1,7 @@
 //! [`SlimJob`]: a `batch/v1` Job as the origin and mirror watches (and the answers to origin writes)
 //! decode it. Only the metadata fields Courier reads are decoded (no managedFields, no owner
 //! references); the spec and the status stay the JSON text they arrived in, decoded only where a
-//! projection reads them (the status straight into its typed form, [`SlimJob::status_as`]). A watch
+//! projection reads them (the status straight into its cached form, [`SlimJob::status_as`]). A watch
 //! event therefore costs one parse of the object and no re-serialisation.
 
 use std::collections::BTreeMap;

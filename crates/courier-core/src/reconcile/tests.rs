@@ -210,7 +210,7 @@ fn acts(d: &Decision) -> Vec<Action> {
 /// The `courier.dev/Placed` condition the decision writes, as (status, reason, message).
 fn placed(d: &Decision) -> Option<(String, String, String)> {
     let s = d.actions().find_map(|a| match a {
-        Action::WriteOriginStatus { status, .. } => Some(status.clone()),
+        Action::WriteOriginStatus { status, .. } => Some(status.expand()),
         _ => None,
     })?;
     let c = s
@@ -227,7 +227,7 @@ fn placed(d: &Decision) -> Option<(String, String, String)> {
 fn written_status(d: &Decision) -> JobStatus {
     d.actions()
         .find_map(|a| match a {
-            Action::WriteOriginStatus { status, .. } => Some(status.clone()),
+            Action::WriteOriginStatus { status, .. } => Some(status.expand()),
             _ => None,
         })
         .expect("a status write")

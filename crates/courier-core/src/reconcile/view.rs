@@ -214,11 +214,9 @@ impl Meta {
 fn read_status<W: Workload>(job: &Value) -> Result<W::Status, ViewError> {
     match job.get("status") {
         None | Some(Value::Null) => Ok(W::Status::default()),
-        Some(s) => W::Status::deserialize(s)
-            .map(W::compact_status)
-            .map_err(|e| ViewError::Malformed {
-                field: "status",
-                reason: e.to_string(),
-            }),
+        Some(s) => W::Status::deserialize(s).map_err(|e| ViewError::Malformed {
+            field: "status",
+            reason: e.to_string(),
+        }),
     }
 }

@@ -1,0 +1,306 @@
+//! [`CachedStatus`]: a Job's status as the caches keep it (one per origin, one per mirror). It holds
+//! exactly what a `k8s_openapi` [`JobStatus`] holds, in less memory: condition types, statuses,
+//! reasons and messages the Job API (and Courier) fix are kept as references to static text, any
+//! other value as a boxed `str`; condition times as whole seconds (what the API server stores and
+//! sends: `metav1.Time` is RFC 3339 to the second); the fields a Job rarely sets (index lists,
+//! uncounted pods with content) boxed apart.
+//!
+//! Nothing is lost: [`CachedStatus::expand`] gives back the very `JobStatus` it was made from (a
+//! condition whose time has a fraction of a second is kept whole), so status translation, which
+//! works on `JobStatus`, produces what it produced from the full form; encoding and decoding go
+//! through `JobStatus` too, so what is written is byte-equal.
+
+use std::fmt;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::{JobCondition, JobStatus, UncountedTerminatedPods};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use courier_api::reasons::{
+    JOB_REASON_DISPATCH_FAILED, REASON_CLUSTER_REMOVED, REASON_MIRROR_REJECTED,
+    REASON_NAMESPACE_MISSING, REASON_NO_ELIGIBLE_CLUSTER, REASON_PLACED,
+};
+use courier_api::{CONDITION_DISPATCHED, CONDITION_PLACED, REASON_MIRROR_CREATED};
+
+use crate::job::condition;
+
+/// Values kept without allocating: condition types and statuses, the Job controller's reasons and
+/// messages (see the Job API contract) and Courier's own.
+const KNOWN: [&str; 33] = [
+    // statuses
+    "True",
+    "False",
+    "Unknown",
+    // condition types
+    condition::COMPLETE,
+    condition::FAILED,
+    condition::SUSPENDED,
+    condition::SUCCESS_CRITERIA_MET,
+    condition::FAILURE_TARGET,
+    CONDITION_DISPATCHED,
+    CONDITION_PLACED,
+    // the Job controller's reasons
+    "CompletionsReached",
+    "SuccessPolicy",
+    "BackoffLimitExceeded",
+    "DeadlineExceeded",
+    "PodFailurePolicy",
+    "MaxFailedIndexesExceeded",
+    "FailedIndexes",
+    "JobSuspended",
+    "JobResumed",
+    // Courier's reasons
+    REASON_MIRROR_CREATED,
+    REASON_PLACED,
+    REASON_NO_ELIGIBLE_CLUSTER,
+    REASON_MIRROR_REJECTED,
+    REASON_NAMESPACE_MISSING,
+    REASON_CLUSTER_REMOVED,
+    JOB_REASON_DISPATCH_FAILED,
+    // the Job controller's messages
+    "Reached expected number of succeeded pods",
+    "Job has reached the specified backoff limit",
+    "Job was active longer than specified deadline",
+    "Job has exceeded the specified maximal number of failed indexes",
+    "Job suspended",
+    "Job resumed",
+    "Matched rules at index 0",
+];
+
+/// A text value: one of [`KNOWN`] (no allocation) or any other, boxed.
+#[derive(Clone, PartialEq, Eq)]
+enum Word {
+    Known(&'static str),
+    Other(Box<str>),
+}
+
+impl Word {
+    fn new(text: String) -> Self {
+        match KNOWN.iter().find(|k| **k == text) {
+            Some(k) => Word::Known(k),
+            None => Word::Other(text.into_boxed_str()),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            Word::Known(k) => k,
+            Word::Other(s) => s,
+        }
+    }
+}
+
+impl fmt::Debug for Word {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// No time (a condition time is `Option`al).
+const NO_TIME: i64 = i64::MIN;
+
+/// A condition time as whole seconds; `None` when it has a fraction of a second (the condition is
+/// then kept whole).
+fn seconds(time: Option<&Time>) -> Option<i64> {
+    match time {
+        None => Some(NO_TIME),
+        Some(t) if t.0.subsec_nanosecond() == 0 => Some(t.0.as_second()),
+        Some(_) => None,
+    }
+}
+
+fn time(seconds: i64) -> Option<Time> {
+    if seconds == NO_TIME {
+        return None;
+    }
+    // Made from a valid `Timestamp`'s seconds, so always in range; the fallback is not reached.
+    Some(Time(
+        Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH),
+    ))
+}
+
+/// One condition, compact.
+#[derive(Clone, PartialEq, Eq)]
+struct Small {
+    type_: Word,
+    status: Word,
+    reason: Option<Word>,
+    message: Option<Word>,
+    probe: i64,
+    transition: i64,
+}
+
+#[derive(Clone, PartialEq)]
+enum Condition {
+    Small(Small),
+    /// A condition with a time finer than a second: kept as it is.
+    Whole(Box<JobCondition>),
+}
+
+impl Condition {
+    fn new(c: JobCondition) -> Self {
+        match (
+            seconds(c.last_probe_time.as_ref()),
+            seconds(c.last_transition_time.as_ref()),
+        ) {
+            (Some(probe), Some(transition)) => Condition::Small(Small {
+                type_: Word::new(c.type_),
+                status: Word::new(c.status),
+                reason: c.reason.map(Word::new),
+                message: c.message.map(Word::new),
+                probe,
+                transition,
+            }),
+            _ => Condition::Whole(Box::new(c)),
+        }
+    }
+
+    fn expand(&self) -> JobCondition {
+        match self {
+            Condition::Small(s) => JobCondition {
+                type_: s.type_.as_str().to_string(),
+                status: s.status.as_str().to_string(),
+                reason: s.reason.as_ref().map(|r| r.as_str().to_string()),
+                message: s.message.as_ref().map(|m| m.as_str().to_string()),
+                last_probe_time: time(s.probe),
+                last_transition_time: time(s.transition),
+            },
+            Condition::Whole(c) => (**c).clone(),
+        }
+    }
+
+    fn type_(&self) -> &str {
+        match self {
+            Condition::Small(s) => s.type_.as_str(),
+            Condition::Whole(c) => &c.type_,
+        }
+    }
+
+    fn status(&self) -> &str {
+        match self {
+            Condition::Small(s) => s.status.as_str(),
+            Condition::Whole(c) => &c.status,
+        }
+    }
+}
+
+/// What a Job rarely has.
+#[derive(Clone, Debug, PartialEq, Default)]
+struct Rare {
+    completed_indexes: Option<String>,
+    failed_indexes: Option<String>,
+    uncounted_terminated_pods: Option<UncountedTerminatedPods>,
+}
+
+/// A Job's status as a cache keeps it (see the module docs). The counters are read directly;
+/// conditions through [`CachedStatus::condition_is_true`] or the full form, [`CachedStatus::expand`].
+#[derive(Clone, PartialEq, Default)]
+pub struct CachedStatus {
+    pub active: Option<i32>,
+    pub ready: Option<i32>,
+    pub succeeded: Option<i32>,
+    pub failed: Option<i32>,
+    pub terminating: Option<i32>,
+    pub start_time: Option<Time>,
+    pub completion_time: Option<Time>,
+    conditions: Option<Box<[Condition]>>,
+    /// `uncountedTerminatedPods: {}` (what the Job controller writes): kept without [`Rare`].
+    uncounted_empty: bool,
+    rare: Option<Box<Rare>>,
+}
+
+impl CachedStatus {
+    /// The full status this was made from.
+    pub fn expand(&self) -> JobStatus {
+        let rare = self.rare.as_deref();
+        JobStatus {
+            active: self.active,
+            ready: self.ready,
+            succeeded: self.succeeded,
+            failed: self.failed,
+            terminating: self.terminating,
+            start_time: self.start_time.clone(),
+            completion_time: self.completion_time.clone(),
+            conditions: self
+                .conditions
+                .as_deref()
+                .map(|c| c.iter().map(Condition::expand).collect()),
+            completed_indexes: rare.and_then(|r| r.completed_indexes.clone()),
+            failed_indexes: rare.and_then(|r| r.failed_indexes.clone()),
+            uncounted_terminated_pods: if self.uncounted_empty {
+                Some(UncountedTerminatedPods::default())
+            } else {
+                rare.and_then(|r| r.uncounted_terminated_pods.clone())
+            },
+        }
+    }
+
+    /// Whether a condition of type `type_` is present with status True.
+    pub fn condition_is_true(&self, type_: &str) -> bool {
+        self.conditions
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .find(|c| c.type_() == type_)
+            .is_some_and(|c| c.status() == "True")
+    }
+
+    /// How many conditions it has.
+    pub fn condition_count(&self) -> usize {
+        self.conditions.as_deref().map_or(0, <[Condition]>::len)
+    }
+}
+
+impl From<JobStatus> for CachedStatus {
+    fn from(s: JobStatus) -> Self {
+        let uncounted_empty =
+            s.uncounted_terminated_pods == Some(UncountedTerminatedPods::default());
+        let rare = Rare {
+            completed_indexes: s.completed_indexes,
+            failed_indexes: s.failed_indexes,
+            uncounted_terminated_pods: s.uncounted_terminated_pods.filter(|_| !uncounted_empty),
+        };
+        Self {
+            active: s.active,
+            ready: s.ready,
+            succeeded: s.succeeded,
+            failed: s.failed,
+            terminating: s.terminating,
+            start_time: s.start_time,
+            completion_time: s.completion_time,
+            conditions: s
+                .conditions
+                .map(|c| c.into_iter().map(Condition::new).collect()),
+            uncounted_empty,
+            rare: (rare != Rare::default()).then(|| Box::new(rare)),
+        }
+    }
+}
+
+impl From<&CachedStatus> for JobStatus {
+    fn from(s: &CachedStatus) -> Self {
+        s.expand()
+    }
+}
+
+impl fmt::Debug for CachedStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.expand(), f)
+    }
+}
+
+impl Serialize for CachedStatus {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.expand().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for CachedStatus {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        JobStatus::deserialize(deserializer).map(Self::from)
+    }
+}
+
+#[cfg(test)]
+mod tests;
