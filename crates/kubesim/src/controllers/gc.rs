@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::{CONTROLLER_MANAGER, Change, Follower, decoded, obj_key, served_for_table, write_opts};
 use crate::api::{Api, Part};
 use crate::json::{finalizers, is_deleting, meta_str};
-use crate::store::{EventType, TableKey};
+use crate::store::{EventType, Stored, TableKey};
 
 pub const ORPHAN: &str = "orphan";
 pub const FOREGROUND: &str = "foregroundDeletion";
@@ -221,6 +221,12 @@ impl Gc {
     }
 }
 
+/// [`wants`] of a stored object: only one being deleted is parsed (most events of a busy server are
+/// status writes of live objects, which the stored metadata tells apart without a parse).
+fn wants_stored(st: &Stored) -> bool {
+    st.is_deleting() && wants(&st.value())
+}
+
 /// Whether the garbage collector has work on this object.
 fn wants(obj: &Value) -> bool {
     is_deleting(obj)
@@ -237,10 +243,10 @@ async fn forward(
     shutdown: CancellationToken,
 ) {
     let mut f = Follower::new(api.store.clone(), table.clone(), "gc");
-    let item = |v: &Value| Item {
+    let item = |st: &Stored| Item {
         table: table.clone(),
-        ns: meta_str(v, "namespace").to_string(),
-        name: meta_str(v, "name").to_string(),
+        ns: st.namespace().to_string(),
+        name: st.name().to_string(),
     };
     loop {
         let change = tokio::select! {
@@ -250,11 +256,11 @@ async fn forward(
         let items: Vec<Item> = match change {
             Change::Resync(all) => all
                 .iter()
-                .filter(|st| wants(&st.value()))
-                .map(|st| item(&st.value()))
+                .filter(|st| wants_stored(st))
+                .map(|st| item(st))
                 .collect(),
-            Change::Event(ev) if ev.kind != EventType::Deleted && wants(&ev.obj.value()) => {
-                vec![item(&ev.obj.value())]
+            Change::Event(ev) if ev.kind != EventType::Deleted && wants_stored(&ev.obj) => {
+                vec![item(&ev.obj)]
             }
             Change::Event(_) => Vec::new(),
         };

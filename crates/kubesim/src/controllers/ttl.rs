@@ -70,7 +70,7 @@ impl Ttl {
                 }
             }
             Change::Event(ev) if ev.kind == EventType::Deleted => {
-                self.unschedule(&key_of(&ev.obj.value()));
+                self.unschedule(&(ev.obj.namespace().to_string(), ev.obj.name().to_string()));
             }
             Change::Event(ev) => self.observe(&ev.obj.value()),
         }
