@@ -271,3 +271,37 @@ async fn forward(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Telling the garbage collector's work from the stored metadata first decides as parsing the
+    /// whole object does, for objects live or being deleted, with and without its finalizers.
+    #[test]
+    fn the_stored_check_agrees_with_the_parsed_one() {
+        let deleting = json!("2026-01-01T00:00:00Z");
+        let mut seen = [0; 2];
+        for deletion in [None, Some(Value::Null), Some(deleting)] {
+            for fin in [
+                json!(null),
+                json!([]),
+                json!(["other"]),
+                json!([ORPHAN]),
+                json!(["x", FOREGROUND]),
+            ] {
+                let mut meta = json!({"name": "a", "namespace": "ns", "finalizers": fin});
+                if let Some(d) = &deletion {
+                    meta["deletionTimestamp"] = d.clone();
+                }
+                let obj = json!({"metadata": meta});
+                let st = Stored::new(5, obj.clone());
+                assert_eq!(wants_stored(&st), wants(&obj), "{obj}");
+                seen[usize::from(wants(&obj))] += 1;
+            }
+        }
+        assert_eq!(seen, [13, 2], "both answers were compared");
+    }
+}

@@ -403,3 +403,88 @@ pub(super) fn controller_uid(pod: &Value) -> Option<String> {
             .map(str::to_string)
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::controllers::Controllers;
+    use crate::controllers::tests::{cluster, create, served};
+
+    /// The pod without what differs between two pods written alike: name, UID, version, creation
+    /// time and the managedFields timestamps.
+    fn comparable(mut pod: Value) -> Value {
+        let meta = pod["metadata"].as_object_mut().unwrap();
+        for k in ["name", "uid", "resourceVersion", "creationTimestamp"] {
+            meta.remove(k);
+        }
+        for e in meta["managedFields"].as_array_mut().unwrap() {
+            e["time"] = json!("");
+        }
+        pod
+    }
+
+    /// A kubelet status write over the pod its caller already read (the read parsed once) stores
+    /// what the write that reads the pod itself stores; over a stale read it loses the race, reads
+    /// again and reports that it did not write over the caller's version.
+    #[tokio::test]
+    async fn a_status_write_over_the_callers_read_stores_what_a_fresh_read_does() {
+        let c = cluster(Controllers::none());
+        let api = &c.api;
+        let s = served(api, ("", "v1", "pods"));
+        let cx = PodCtx { api, served: &s };
+        for name in ["given", "fresh", "stale"] {
+            create(
+                api,
+                ("", "v1", "pods"),
+                "default",
+                json!({"metadata": {"name": name, "labels": {"app": "x"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+            )
+            .unwrap();
+        }
+        let stored = |name: &str| api.store.get(&s.table, "default", name).unwrap();
+        let status = json!({"phase": "Running", "qosClass": "BestEffort",
+            "containerStatuses": [{"name": "c", "image": "busybox", "imageID": "", "ready": true,
+                "restartCount": 0, "started": true, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]});
+
+        let given = stored("given");
+        let read = Some((given.clone(), api.served_value(&s, &given)));
+        let by_read = write_status(
+            &cx,
+            ("default", "given", given.uid()),
+            &status,
+            given.rv,
+            read,
+        );
+        let fresh = stored("fresh");
+        let by_fresh = write_status(
+            &cx,
+            ("default", "fresh", fresh.uid()),
+            &status,
+            fresh.rv,
+            None,
+        );
+        assert_eq!(by_read, Some(stored("given").rv));
+        assert_eq!(by_fresh, Some(stored("fresh").rv));
+        let (a, b) = (stored("given").value(), stored("fresh").value());
+        assert_eq!(a["status"]["phase"], "Running");
+        assert_eq!(comparable(a), comparable(b));
+
+        let old = stored("stale");
+        let read = Some((old.clone(), api.served_value(&s, &old)));
+        let other = json!({"phase": "Pending", "qosClass": "BestEffort", "message": "waiting"});
+        assert!(write_status(&cx, ("default", "stale", old.uid()), &other, old.rv, None).is_some());
+        let newer = stored("stale").rv;
+        assert!(newer > old.rv, "the read is stale");
+        assert_eq!(
+            write_status(&cx, ("default", "stale", old.uid()), &status, old.rv, read),
+            None,
+            "written over a newer version than the caller's"
+        );
+        let now = stored("stale");
+        assert!(now.rv > newer);
+        assert_eq!(now.value()["status"]["phase"], "Running");
+    }
+}
