@@ -402,6 +402,7 @@ impl Api {
         o: &WriteOpts,
         mut current: Option<(Arc<Stored>, Value)>,
     ) -> Result<Written, ApiError> {
+        let mut obj = obj;
         self.check_identity(s, ns, name, &obj)?;
         let want_rv = match get_str(&obj, &["metadata", "resourceVersion"]) {
             None | Some("") => None,
@@ -424,7 +425,13 @@ impl Api {
             if want_rv.is_none() && !s.strategy.allow_unconditional_update() {
                 return Err(crate::kinds::unconditional_update_error(s.info(), name));
             }
-            match self.update_from(s, ns, name, old, obj.clone(), want_rv, part, o, false)? {
+            // Only an unconditional write is tried again, so a conditional one hands its object over
+            // instead of copying it.
+            let attempt = match want_rv {
+                Some(_) => std::mem::take(&mut obj),
+                None => obj.clone(),
+            };
+            match self.update_from(s, ns, name, old, attempt, want_rv, part, o, false)? {
                 Some(w) => return Ok(w),
                 // Lost a race on an unconditional write: re-read and try again, like GuaranteedUpdate.
                 None => continue,

@@ -17,6 +17,7 @@
 //! projection (the model still counts it).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use serde_json::Value;
@@ -27,6 +28,7 @@ use crate::api::{Api, DeleteOpts, ObjOut, Part, Served};
 use crate::jobctl::{JobSim, PodInfo};
 use crate::json::meta_str;
 use crate::kinds::pod::TRACKING_FINALIZER;
+use crate::store::Stored;
 
 /// Field manager of the simulated kubelet's status writes.
 pub const KUBELET: &str = "kubelet";
@@ -200,12 +202,16 @@ impl PodObjects {
             .as_ref()
             .is_some_and(|(rv, was)| *rv == cur.rv && was == info);
         if !current {
-            let status = pod_status(&cur.value(), info);
+            // Parsed once: the derivation reads it and the write goes over it (unless it loses a race).
+            let served = cx.api.served_value(cx.served, &cur);
+            let status = pod_status(&served, info);
             k.derived = Some((cur.rv, info.clone()));
             if status != k.status {
                 // Our own write changes only the status, which the derivation does not read: the
                 // written version is as current as the one read.
-                if let Some(rv) = write_status(cx, ns, &k.name, &info.uid, &status, cur.rv) {
+                let base = cur.rv;
+                let read = Some((cur, served));
+                if let Some(rv) = write_status(cx, (ns, &k.name, &info.uid), &status, base, read) {
                     k.derived = Some((rv, info.clone()));
                 }
                 k.status = status;
@@ -263,18 +269,18 @@ fn edit_meta(
             .and_then(Value::as_object_mut)
             .is_some_and(&change)
     };
-    rewrite(cx, (ns, name, uid), Writer::JOB_CONTROLLER, edit);
+    rewrite(cx, (ns, name, uid), Writer::JOB_CONTROLLER, edit, None);
 }
 
-/// `PUT pods/<name>/status` as the kubelet. The version written, when it was written over version
-/// `base` (not over a newer one after a conflict).
+/// `PUT pods/<name>/status` as the kubelet, first over `read` (the stored pod and its served form,
+/// when the caller has them). The version written, when it was written over version `base` (not
+/// over a newer one after a conflict).
 fn write_status(
     cx: &PodCtx<'_>,
-    ns: &str,
-    name: &str,
-    uid: &str,
+    pod: (&str, &str, &str),
     status: &Value,
     base: u64,
+    read: Option<(Arc<Stored>, Value)>,
 ) -> Option<u64> {
     let edit = |obj: &mut Value| {
         if let Value::Object(m) = obj {
@@ -282,7 +288,7 @@ fn write_status(
         }
         true
     };
-    let (over, written) = rewrite(cx, (ns, name, uid), Writer::KUBELET, edit)?;
+    let (over, written) = rewrite(cx, pod, Writer::KUBELET, edit, read)?;
     (over == base).then_some(written)
 }
 
@@ -309,22 +315,33 @@ impl Writer {
     };
 }
 
-/// Re-reads the pod `(namespace, name, uid)`, applies `edit` (false: nothing to write) and writes
-/// it, retrying conflicts; a pod that is gone or was replaced (another UID) is left alone. On
-/// success: the version edited and the version written.
+/// Re-reads the pod `(namespace, name, uid)` (the first attempt takes `read`, the stored pod and its
+/// served form, when the caller already has them), applies `edit` (false: nothing to write) and
+/// writes it, retrying conflicts; a pod that is gone or was replaced (another UID) is left alone.
+/// On success: the version edited and the version written.
 fn rewrite(
     cx: &PodCtx<'_>,
     (ns, name, uid): (&str, &str, &str),
     w: Writer,
     edit: impl Fn(&mut Value) -> bool,
+    mut read: Option<(Arc<Stored>, Value)>,
 ) -> Option<(u64, u64)> {
     let opts = write_opts(w.manager);
     for _ in 0..CONFLICT_RETRIES {
-        let cur = cx.api.store.get(&cx.served.table, ns, name)?;
+        let (cur, current) = match read.take() {
+            Some(r) => r,
+            None => {
+                let cur = cx.api.store.get(&cx.served.table, ns, name)?;
+                if cur.uid() != uid {
+                    return None;
+                }
+                let current = cx.api.served_value(cx.served, &cur);
+                (cur, current)
+            }
+        };
         if cur.uid() != uid {
             return None;
         }
-        let current = cx.api.served_value(cx.served, &cur);
         let mut obj = current.clone();
         if !edit(&mut obj) {
             return None;
@@ -385,4 +402,89 @@ pub(super) fn controller_uid(pod: &Value) -> Option<String> {
             )
             .map(str::to_string)
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::controllers::Controllers;
+    use crate::controllers::tests::{cluster, create, served};
+
+    /// The pod without what differs between two pods written alike: name, UID, version, creation
+    /// time and the managedFields timestamps.
+    fn comparable(mut pod: Value) -> Value {
+        let meta = pod["metadata"].as_object_mut().unwrap();
+        for k in ["name", "uid", "resourceVersion", "creationTimestamp"] {
+            meta.remove(k);
+        }
+        for e in meta["managedFields"].as_array_mut().unwrap() {
+            e["time"] = json!("");
+        }
+        pod
+    }
+
+    /// A kubelet status write over the pod its caller already read (the read parsed once) stores
+    /// what the write that reads the pod itself stores; over a stale read it loses the race, reads
+    /// again and reports that it did not write over the caller's version.
+    #[tokio::test]
+    async fn a_status_write_over_the_callers_read_stores_what_a_fresh_read_does() {
+        let c = cluster(Controllers::none());
+        let api = &c.api;
+        let s = served(api, ("", "v1", "pods"));
+        let cx = PodCtx { api, served: &s };
+        for name in ["given", "fresh", "stale"] {
+            create(
+                api,
+                ("", "v1", "pods"),
+                "default",
+                json!({"metadata": {"name": name, "labels": {"app": "x"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+            )
+            .unwrap();
+        }
+        let stored = |name: &str| api.store.get(&s.table, "default", name).unwrap();
+        let status = json!({"phase": "Running", "qosClass": "BestEffort",
+            "containerStatuses": [{"name": "c", "image": "busybox", "imageID": "", "ready": true,
+                "restartCount": 0, "started": true, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]});
+
+        let given = stored("given");
+        let read = Some((given.clone(), api.served_value(&s, &given)));
+        let by_read = write_status(
+            &cx,
+            ("default", "given", given.uid()),
+            &status,
+            given.rv,
+            read,
+        );
+        let fresh = stored("fresh");
+        let by_fresh = write_status(
+            &cx,
+            ("default", "fresh", fresh.uid()),
+            &status,
+            fresh.rv,
+            None,
+        );
+        assert_eq!(by_read, Some(stored("given").rv));
+        assert_eq!(by_fresh, Some(stored("fresh").rv));
+        let (a, b) = (stored("given").value(), stored("fresh").value());
+        assert_eq!(a["status"]["phase"], "Running");
+        assert_eq!(comparable(a), comparable(b));
+
+        let old = stored("stale");
+        let read = Some((old.clone(), api.served_value(&s, &old)));
+        let other = json!({"phase": "Pending", "qosClass": "BestEffort", "message": "waiting"});
+        assert!(write_status(&cx, ("default", "stale", old.uid()), &other, old.rv, None).is_some());
+        let newer = stored("stale").rv;
+        assert!(newer > old.rv, "the read is stale");
+        assert_eq!(
+            write_status(&cx, ("default", "stale", old.uid()), &status, old.rv, read),
+            None,
+            "written over a newer version than the caller's"
+        );
+        let now = stored("stale");
+        assert!(now.rv > newer);
+        assert_eq!(now.value()["status"]["phase"], "Running");
+    }
 }

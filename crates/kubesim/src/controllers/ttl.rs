@@ -12,7 +12,7 @@ use super::{Change, Follower, instant_at, obj_key};
 use crate::api::{Api, DeleteOpts, Served};
 use crate::jobctl::{SimConfig, TTL_PROPAGATION, ttl_expiry};
 use crate::json::meta_str;
-use crate::store::EventType;
+use crate::store::{EventType, Stored};
 
 type Key = (String, String);
 
@@ -22,6 +22,10 @@ struct Ttl {
     cfg: SimConfig,
     due: BTreeSet<(Timestamp, Key)>,
     at: HashMap<Key, Timestamp>,
+    /// UID → generation of the Jobs whose spec has no `ttlSecondsAfterFinished`. A spec change bumps
+    /// the generation, so while it stays the Job still has none and its events (status writes,
+    /// mostly) need no parse: they would unschedule a Job that is not scheduled.
+    untimed: HashMap<String, i64>,
 }
 
 pub(super) async fn run(api: Arc<Api>, cfg: SimConfig, shutdown: CancellationToken) {
@@ -39,6 +43,7 @@ pub(super) async fn run(api: Arc<Api>, cfg: SimConfig, shutdown: CancellationTok
         cfg: cfg.normalized(),
         due: BTreeSet::new(),
         at: HashMap::new(),
+        untimed: HashMap::new(),
     };
     loop {
         let next = c.due.first().map(|(t, _)| *t);
@@ -65,15 +70,32 @@ impl Ttl {
             Change::Resync(items) => {
                 self.due.clear();
                 self.at.clear();
+                self.untimed.clear();
                 for st in items {
-                    self.observe(&st.value());
+                    self.observe_stored(&st);
                 }
             }
             Change::Event(ev) if ev.kind == EventType::Deleted => {
-                self.unschedule(&key_of(&ev.obj.value()));
+                self.untimed.remove(ev.obj.uid());
+                self.unschedule(&(ev.obj.namespace().to_string(), ev.obj.name().to_string()));
             }
-            Change::Event(ev) => self.observe(&ev.obj.value()),
+            Change::Event(ev) => {
+                if self.untimed.get(ev.obj.uid()) != Some(&ev.obj.generation()) {
+                    self.observe_stored(&ev.obj);
+                }
+            }
         }
+    }
+
+    /// [`Ttl::observe`], remembering a Job without a TTL at this generation.
+    fn observe_stored(&mut self, st: &Stored) {
+        let job = st.value();
+        if job.pointer("/spec/ttlSecondsAfterFinished").is_none() {
+            self.untimed.insert(st.uid().to_string(), st.generation());
+        } else {
+            self.untimed.remove(st.uid());
+        }
+        self.observe(&job);
     }
 
     fn observe(&mut self, job: &Value) {
@@ -145,5 +167,45 @@ impl Ttl {
                 self.schedule(key, now.saturating_add(retry).unwrap_or(now));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::controllers::tests::{
+        JOBS, WAIT, create, eventually, get, has, job, merge_patch, wait_job, worker,
+    };
+
+    /// A finished Job without a TTL is passed over without a parse while its generation stays; a TTL
+    /// added afterwards (a spec change, a new generation) is seen and the Job deleted.
+    #[tokio::test]
+    async fn a_ttl_added_to_a_finished_job_is_seen() {
+        let c = worker(50.0);
+        let api = &c.api;
+        create(
+            api,
+            JOBS,
+            "default",
+            job("late", json!({}), json!({"sim/run-seconds": "1"})),
+        )
+        .unwrap();
+        wait_job(api, "late", "Complete", |s| has(s, "Complete")).await;
+        // Its status writes went by; it is still there.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(get(api, JOBS, "default", "late").is_some());
+        let j = merge_patch(
+            api,
+            JOBS,
+            "default",
+            "late",
+            json!({"spec": {"ttlSecondsAfterFinished": 0}}),
+        );
+        assert_eq!(j["metadata"]["generation"], 2);
+        eventually("the Job deleted by its TTL", WAIT, || {
+            get(api, JOBS, "default", "late").is_none().then_some(())
+        })
+        .await;
     }
 }
