@@ -368,6 +368,7 @@ impl WorkQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     fn k(n: &str) -> ObjectKey {
         ObjectKey::new("ns", n)
