@@ -511,6 +511,9 @@ mod tests {
         m.gc_deleted.with_label_values(&["w1", "stale_epoch"]).inc();
         m.redispatches.with_label_values(&["w1"]).inc();
         m.cluster_drains.with_label_values(&["w1", "drained"]).inc();
+        m.queue_wait_seconds
+            .with_label_values(&["urgent"])
+            .observe(0.01);
         let text = m.render();
         let mut typed: Vec<(String, String)> = text
             .lines()
