@@ -39,6 +39,7 @@ pub struct Metrics {
     pub cluster_drains: IntCounterVec,
     pub origins: IntGauge,
     pub queue_depth: IntGauge,
+    pub queue_wait_seconds: HistogramVec,
     pub leader: IntGauge,
 }
 
@@ -196,6 +197,12 @@ impl Metrics {
                 &r,
                 "courier_queue_depth",
                 "Origins waiting to be reconciled.",
+            ),
+            queue_wait_seconds: histogram(
+                &r,
+                "courier_queue_wait_duration_seconds",
+                "Time an origin waited in the work queue before a worker took it, by lane (urgent: a mirror changed; normal: new origins, resyncs, retries).",
+                &["lane"],
             ),
             leader: gauge(&r, "courier_leader", "1 while this replica is the leader."),
             registry: r,
@@ -504,6 +511,9 @@ mod tests {
         m.gc_deleted.with_label_values(&["w1", "stale_epoch"]).inc();
         m.redispatches.with_label_values(&["w1"]).inc();
         m.cluster_drains.with_label_values(&["w1", "drained"]).inc();
+        m.queue_wait_seconds
+            .with_label_values(&["urgent"])
+            .observe(0.01);
         let text = m.render();
         let mut typed: Vec<(String, String)> = text
             .lines()

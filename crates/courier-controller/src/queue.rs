@@ -7,6 +7,10 @@
 //! - **Two lanes**: [`WorkQueue::add_urgent`] (a mirror changed: its status is waiting to be copied)
 //!   is served before [`WorkQueue::add`] (new origins, resyncs), so a burst of new Jobs does not
 //!   hold up the status of running ones. A key queued in both lanes is handed out once.
+//! - **Slots for the urgent lane**: [`WorkQueue::limit_normal`] caps the normal-lane keys in
+//!   flight; the controller runs one worker more than that cap, so a status copy always finds a
+//!   worker even while every other one waits on a slow dispatch call. Each handed-out key says
+//!   which lane it left and how long it waited there ([`Handed`]).
 //! - **Retry backoff**: [`WorkQueue::retry_no_sooner`] requeues after a per-key exponential backoff
 //!   with jitter; [`WorkQueue::forget`] clears it after a success.
 //! - **Server-asked waits**: [`WorkQueue::retry_no_sooner`] also holds the key until the wait a
@@ -17,7 +21,8 @@
 //! Everything is behind one short-held `std` mutex (never held across an await).
 
 use crate::locks::MutexExt as _;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -52,11 +57,17 @@ impl std::fmt::Display for ObjectKey {
 struct State {
     ready: VecDeque<ObjectKey>,
     urgent: VecDeque<ObjectKey>,
-    /// Keys waiting (in either lane); an entry of a lane whose key is not here is stale.
-    queued: HashSet<ObjectKey>,
-    /// Keys with an entry in `urgent`.
-    in_urgent: HashSet<ObjectKey>,
-    processing: HashSet<ObjectKey>,
+    /// Keys waiting (in either lane), with when they started waiting; an entry of a lane whose
+    /// key is not here is stale.
+    queued: HashMap<ObjectKey, Instant>,
+    /// Keys with an entry in `urgent`, with when they were made urgent.
+    in_urgent: HashMap<ObjectKey, Instant>,
+    /// Keys being processed, and whether each was handed out from the urgent lane.
+    processing: HashMap<ObjectKey, bool>,
+    /// Keys handed out from the normal lane and not done yet.
+    normal_in_flight: usize,
+    /// The most normal-lane keys handed out at once (see [`WorkQueue::limit_normal`]).
+    normal_limit: usize,
     /// Keys added while processing, and whether one of those adds was urgent.
     dirty: HashMap<ObjectKey, bool>,
     /// Deadline per delayed key, and the same entries ordered by deadline (seq breaks ties).
@@ -70,7 +81,7 @@ struct State {
 
 impl State {
     fn enqueue(&mut self, key: ObjectKey, urgent: bool) -> bool {
-        if self.processing.contains(&key) {
+        if self.processing.contains_key(&key) {
             *self.dirty.entry(key).or_insert(false) |= urgent;
             return false;
         }
@@ -81,9 +92,17 @@ impl State {
             }
             self.held.remove(&key);
         }
-        let new = self.queued.insert(key.clone());
+        let now = Instant::now();
+        let new = match self.queued.entry(key.clone()) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(v) => {
+                v.insert(now);
+                true
+            }
+        };
         if urgent {
-            if self.in_urgent.insert(key.clone()) {
+            if let Entry::Vacant(v) = self.in_urgent.entry(key.clone()) {
+                v.insert(now);
                 self.urgent.push_back(key);
                 return true;
             }
@@ -93,17 +112,30 @@ impl State {
         new
     }
 
-    /// The next waiting key, urgent lane first; stale lane entries are dropped.
-    fn pop(&mut self) -> Option<ObjectKey> {
+    /// The next waiting key, urgent lane first, with how long it waited in the lane it leaves;
+    /// stale lane entries are dropped.
+    fn pop(&mut self) -> Option<Handed> {
         while let Some(key) = self.urgent.pop_front() {
-            self.in_urgent.remove(&key);
-            if self.queued.remove(&key) {
-                return Some(key);
+            let since = self.in_urgent.remove(&key);
+            if self.queued.remove(&key).is_some() {
+                let waited = since.map(|s| s.elapsed()).unwrap_or_default();
+                return Some(Handed {
+                    key,
+                    urgent: true,
+                    waited,
+                });
             }
         }
+        if self.normal_in_flight >= self.normal_limit {
+            return None;
+        }
         while let Some(key) = self.ready.pop_front() {
-            if self.queued.remove(&key) {
-                return Some(key);
+            if let Some(since) = self.queued.remove(&key) {
+                return Some(Handed {
+                    key,
+                    urgent: false,
+                    waited: since.elapsed(),
+                });
             }
         }
         None
@@ -112,7 +144,7 @@ impl State {
     /// Queues `key` at `at` unless it is queued already or due earlier (the earliest deadline
     /// wins). Returns whether the timeline changed.
     fn delay(&mut self, key: ObjectKey, at: Instant) -> bool {
-        if self.queued.contains(&key) {
+        if self.queued.contains_key(&key) {
             return false;
         }
         match self.delayed.get(&key) {
@@ -142,6 +174,14 @@ impl State {
     }
 }
 
+/// A key handed to a worker: which lane it came from and how long it waited there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handed {
+    pub key: ObjectKey,
+    pub urgent: bool,
+    pub waited: Duration,
+}
+
 pub struct WorkQueue {
     state: Mutex<State>,
     notify: Notify,
@@ -152,7 +192,10 @@ pub struct WorkQueue {
 impl WorkQueue {
     pub fn new(retry_min: Duration, retry_max: Duration) -> Self {
         Self {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                normal_limit: usize::MAX,
+                ..State::default()
+            }),
             notify: Notify::new(),
             retry_min,
             retry_max,
@@ -224,6 +267,13 @@ impl WorkQueue {
         delay
     }
 
+    /// Hands out at most `limit` keys of the normal lane at once (at least one): with more
+    /// workers than that, the others only ever take urgent keys, so a status copy never waits
+    /// for a slot held by a dispatch.
+    pub fn limit_normal(&self, limit: usize) {
+        self.lock().normal_limit = limit.max(1);
+    }
+
     /// Clears `key`'s retry backoff (after a successful reconcile).
     pub fn forget(&self, key: &ObjectKey) {
         let mut s = self.lock();
@@ -232,7 +282,13 @@ impl WorkQueue {
     }
 
     /// Waits for the next key and marks it as being processed.
+    #[cfg(test)]
     pub async fn next(&self) -> ObjectKey {
+        self.next_handed().await.key
+    }
+
+    /// [`WorkQueue::next`], with the lane the key came from and how long it waited there.
+    pub async fn next_handed(&self) -> Handed {
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
@@ -240,15 +296,18 @@ impl WorkQueue {
             let wake_at = {
                 let mut s = self.lock();
                 s.promote_due(Instant::now());
-                if let Some(key) = s.pop() {
-                    s.processing.insert(key.clone());
+                if let Some(handed) = s.pop() {
+                    s.processing.insert(handed.key.clone(), handed.urgent);
+                    if !handed.urgent {
+                        s.normal_in_flight += 1;
+                    }
                     let more = !s.queued.is_empty();
                     drop(s);
                     if more {
                         // Pass the baton so an idle worker picks up the rest.
                         self.notify.notify_one();
                     }
-                    return key;
+                    return handed;
                 }
                 s.timeline.first_key_value().map(|((at, _), _)| *at)
             };
@@ -268,11 +327,16 @@ impl WorkQueue {
     pub fn done(&self, key: &ObjectKey) {
         let requeued = {
             let mut s = self.lock();
-            s.processing.remove(key);
-            match s.dirty.remove(key) {
+            let freed_normal = s.processing.remove(key) == Some(false);
+            if freed_normal {
+                s.normal_in_flight = s.normal_in_flight.saturating_sub(1);
+            }
+            let requeued = match s.dirty.remove(key) {
                 Some(urgent) => s.enqueue(key.clone(), urgent),
                 None => false,
-            }
+            };
+            // A normal slot came free: a worker may take a normal key that waited for one.
+            requeued || (freed_normal && !s.ready.is_empty())
         };
         if requeued {
             self.notify.notify_one();
@@ -304,6 +368,7 @@ impl WorkQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     fn k(n: &str) -> ObjectKey {
         ObjectKey::new("ns", n)
@@ -345,6 +410,48 @@ mod tests {
             q.done(&e);
         }
         assert_eq!(next_now(&q).await.map(|k| k.name), Some("e".to_string()));
+    }
+
+    /// With the normal lane limited, a worker beyond the limit takes urgent keys only: a status
+    /// copy does not wait for a slot held by a dispatch. A freed normal slot hands out the next
+    /// normal key. Seen failing with the limit check in `State::pop` removed ("b" handed out
+    /// while "a" was in flight).
+    #[tokio::test]
+    async fn workers_beyond_the_normal_limit_take_urgent_keys_only() {
+        let q = q();
+        q.limit_normal(1);
+        q.add(k("a"));
+        q.add(k("b"));
+        let a = q.next_handed().await;
+        assert_eq!((a.key.name.as_str(), a.urgent), ("a", false));
+        assert_eq!(next_now(&q).await, None, "the one normal slot is taken");
+        q.add_urgent(k("c"));
+        let c = q.next_handed().await;
+        assert_eq!((c.key.name.as_str(), c.urgent), ("c", true));
+        q.done(&c.key);
+        assert_eq!(
+            next_now(&q).await,
+            None,
+            "an urgent done frees no normal slot"
+        );
+        q.done(&a.key);
+        assert_eq!(next_now(&q).await, Some(k("b")), "a normal slot came free");
+    }
+
+    /// The wait a handed-out key reports is the time since it entered the lane it left (an urgent
+    /// key queued in the normal lane before counts from its urgent add).
+    #[tokio::test(start_paused = true)]
+    async fn a_handed_key_reports_its_wait_in_its_lane() {
+        let q = q();
+        q.add(k("a"));
+        tokio::time::advance(Duration::from_secs(3)).await;
+        q.add_urgent(k("a"));
+        q.add(k("b"));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let a = q.next_handed().await;
+        assert_eq!((a.urgent, a.waited), (true, Duration::from_secs(1)));
+        let b = q.next_handed().await;
+        assert_eq!((b.urgent, b.waited), (false, Duration::from_secs(1)));
     }
 
     #[tokio::test]

@@ -80,10 +80,17 @@ pub async fn worker(shared: Arc<Ctx>) {
         if !leading {
             return;
         }
-        let key = tokio::select! {
+        let handed = tokio::select! {
             _ = shared.token.cancelled() => return,
-            k = shared.queue.next() => k,
+            h = shared.queue.next_handed() => h,
         };
+        let lane = if handed.urgent { "urgent" } else { "normal" };
+        shared
+            .metrics
+            .queue_wait_seconds
+            .with_label_values(&[lane])
+            .observe(handed.waited.as_secs_f64());
+        let key = handed.key;
         if !shared.is_leader() {
             // Leading on paper, but the lease is not renewed in time: write nothing meanwhile.
             shared.queue.done(&key);
