@@ -24,6 +24,7 @@ use courier_api::reasons::{
 use courier_api::{CONDITION_DISPATCHED, CONDITION_PLACED, REASON_MIRROR_CREATED};
 
 use crate::job::condition;
+use crate::status::{COMPLETIONS_REACHED, COMPLETIONS_REACHED_MESSAGE};
 
 /// Values kept without allocating: condition types and statuses, the Job controller's reasons and
 /// messages (see the Job API contract) and Courier's own.
@@ -41,7 +42,7 @@ const KNOWN: [&str; 33] = [
     CONDITION_DISPATCHED,
     CONDITION_PLACED,
     // the Job controller's reasons
-    "CompletionsReached",
+    COMPLETIONS_REACHED,
     "SuccessPolicy",
     "BackoffLimitExceeded",
     "DeadlineExceeded",
@@ -59,7 +60,7 @@ const KNOWN: [&str; 33] = [
     REASON_CLUSTER_REMOVED,
     JOB_REASON_DISPATCH_FAILED,
     // the Job controller's messages
-    "Reached expected number of succeeded pods",
+    COMPLETIONS_REACHED_MESSAGE,
     "Job has reached the specified backoff limit",
     "Job was active longer than specified deadline",
     "Job has exceeded the specified maximal number of failed indexes",

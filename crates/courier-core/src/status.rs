@@ -296,8 +296,10 @@ fn terminal_condition(m: &JobStatus, end: Finished, now: Timestamp) -> JobCondit
     c
 }
 
-const COMPLETIONS_REACHED: &str = "CompletionsReached";
-const COMPLETIONS_REACHED_MESSAGE: &str = "Reached expected number of succeeded pods";
+/// The Job controller's reason and message of a `Complete` condition (also kept unallocated by
+/// `job_status::CachedStatus`).
+pub(crate) const COMPLETIONS_REACHED: &str = "CompletionsReached";
+pub(crate) const COMPLETIONS_REACHED_MESSAGE: &str = "Reached expected number of succeeded pods";
 
 /// The interim condition an old worker did not write, repeating its terminal condition's reason.
 fn synthesized_interim(m: &JobStatus, end: Finished, now: Timestamp) -> JobCondition {
