@@ -55,11 +55,16 @@ pub fn version_problem(server: &str, info: &Info) -> Option<String> {
     })
 }
 
+/// The longest a probe call waits for a throttling worker's `Retry-After` before its next try: a
+/// probe is bounded by the probe interval, and a longer wait is better spent as the cluster's backoff.
+pub(crate) const MAX_PROBE_THROTTLE_WAIT: Duration = Duration::from_secs(5);
+
 /// Runs a probe call again when it failed on a pooled connection that broke under it (a server
 /// restart, a load balancer: every pooled connection is dead then, each fails once), and, twice, when
 /// the server answered 5xx or 429: a probe is several calls in a row, and one transient answer
 /// among them must not mark an answering worker unreachable for a whole backoff period. A 429 waits
-/// a second, the Retry-After kube-apiserver's max-in-flight filter sends. Failures to connect are
+/// what the server asked (its `Retry-After`, up to `MAX_PROBE_THROTTLE_WAIT`), or a second when it
+/// named no wait (what kube-apiserver's max-in-flight filter sends). Failures to connect are
 /// not retried: a dead worker costs one connection attempt per probe.
 pub(crate) async fn fresh<T, F, Fut>(mut call: F) -> Result<T, CallError>
 where
@@ -74,7 +79,9 @@ where
             Err(e) if refused < 2 && matches!(e.code(), Some(c) if c >= 500 || c == 429) => {
                 refused += 1;
                 let wait = if e.code() == Some(429) {
-                    Duration::from_secs(1)
+                    e.retry_after()
+                        .unwrap_or(Duration::from_secs(1))
+                        .min(MAX_PROBE_THROTTLE_WAIT)
                 } else {
                     Duration::from_millis(100 * refused)
                 };
@@ -471,6 +478,39 @@ mod tests {
             f.message.contains("truncated"),
             "{}",
             &f.message[f.message.len() - 60..]
+        );
+    }
+
+    fn throttled(retry_after: Option<u64>) -> CallError {
+        CallError::Api {
+            code: 429,
+            reason: "TooManyRequests".into(),
+            message: "Too many requests, please try again later.".into(),
+            retry_after: retry_after.map(Duration::from_secs),
+        }
+    }
+
+    /// Runs `fresh` over answers `first` then success, and returns how long it waited.
+    async fn waited_after(first: CallError) -> Duration {
+        let start = tokio::time::Instant::now();
+        let mut answers = vec![Ok(()), Err(first)];
+        let r = fresh(|| std::future::ready(answers.pop().unwrap_or(Ok(())))).await;
+        assert!(r.is_ok(), "{r:?}");
+        start.elapsed()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttled_probe_call_waits_what_the_server_asked() {
+        assert_eq!(
+            waited_after(throttled(Some(3))).await,
+            Duration::from_secs(3)
+        );
+        // No wait named: the second kube-apiserver's max-in-flight filter sends.
+        assert_eq!(waited_after(throttled(None)).await, Duration::from_secs(1));
+        // A wait longer than a probe may take is cut to the longest one allowed.
+        assert_eq!(
+            waited_after(throttled(Some(3600))).await,
+            MAX_PROBE_THROTTLE_WAIT
         );
     }
 }
