@@ -304,6 +304,21 @@ async fn assert_ran_once_on_w1(env: &Env, done: &Value, mirror: &Value) {
     );
 }
 
+/// (reason, note) of every Warning Event on the Job `namespace/name`.
+async fn warnings_on(c: &Client, namespace: &str, name: &str) -> Vec<(String, String)> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), namespace);
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing events in {namespace}: {e}"));
+    list.items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
 /// A Job on a worker labelled as this origin's mirror of an origin that does not exist.
 async fn create_orphan(worker: &Client, namespace: &str, name: &str) {
     let orphan = json!({
@@ -326,6 +341,19 @@ async fn create_orphan(worker: &Client, namespace: &str, name: &str) {
 /// placed origins' namespaces left out of the watched ones (its namespace never watched again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_outside_the_list_is_followed_across_a_restart() {
+    followed_across_a_restart(false).await;
+}
+
+/// The same when the restarted controller's list of origins answers only after the worker is
+/// connected and its listed namespaces' mirrors are synced: until the placed origin's namespace is
+/// watched too, a missing mirror there says nothing (`MirrorCache::is_synced_for`), so the Job is
+/// not taken for lost or created again. Seen failing with that check replaced by `is_synced`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_outside_the_list_is_followed_when_the_origins_list_late() {
+    followed_across_a_restart(true).await;
+}
+
+async fn followed_across_a_restart(origins_list_late: bool) {
     let mut env = Env::with(Setup {
         register: false,
         ..Default::default()
@@ -353,6 +381,13 @@ async fn a_job_outside_the_list_is_followed_across_a_restart() {
         let _ = tokio::time::timeout(Duration::from_secs(15), task).await;
     }
     set_namespaces(&env.mc, "w1", &[JOBS_NS]).await;
+    if origins_list_late {
+        env.mgmt.set_faults(kubesim::faults::FaultConfig {
+            latency_ms: 2000,
+            latency_of: "jobs".into(),
+            ..Default::default()
+        });
+    }
     let controller =
         courier_controller::Controller::with_tuning(env.mc.clone(), config(), tuning())
             .unwrap_or_else(|e| panic!("controller: {e}"));
@@ -367,6 +402,11 @@ async fn a_job_outside_the_list_is_followed_across_a_restart() {
     .await;
     assert!(is_true(&done, "Complete"), "{done:#}");
     assert_ran_once_on_w1(&env, &done, &mirror).await;
+    let warnings = warnings_on(&env.mc, TEAM_B, "long").await;
+    assert!(
+        warnings.is_empty(),
+        "the restarted controller misjudged the running mirror: {warnings:?}"
+    );
     stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(15), task).await;
 }

@@ -16,8 +16,11 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct FaultConfig {
-    /// Added to every request before it is handled.
+    /// Added to every request before it is handled (to those of `latencyOf` only, when set).
     pub latency_ms: u64,
+    /// The resource (plural, e.g. `jobs`) whose collection requests alone (list, watch, create: the
+    /// path ends with it) get `latencyMs`; empty: every request.
+    pub latency_of: String,
     /// Share (0..=1) of requests answered 500 InternalError.
     pub error_rate: f64,
     /// Share (0..=1) of requests answered 429 TooManyRequests with `Retry-After`.
@@ -122,13 +125,11 @@ impl Faults {
         *g = CancellationToken::new();
     }
 
-    pub fn latency(&self) -> Option<Duration> {
-        let ms = self
-            .cfg
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .latency_ms;
-        (ms > 0).then(|| Duration::from_millis(ms))
+    /// The latency added to a request to `path`.
+    pub fn latency(&self, path: &str) -> Option<Duration> {
+        let c = self.cfg.read().unwrap_or_else(|p| p.into_inner());
+        let applies = c.latency_of.is_empty() || path.rsplit('/').next() == Some(&*c.latency_of);
+        (c.latency_ms > 0 && applies).then(|| Duration::from_millis(c.latency_ms))
     }
 
     pub fn blackholed(&self) -> bool {
@@ -265,5 +266,29 @@ mod tests {
         f.restart_connections();
         assert!(old.is_cancelled());
         assert!(!f.connection_token().is_cancelled());
+    }
+
+    #[test]
+    fn latency_applies_to_the_named_collection_only() {
+        let f = Faults::new();
+        assert_eq!(f.latency("/apis/batch/v1/jobs"), None);
+        f.set(FaultConfig {
+            latency_ms: 300,
+            ..Default::default()
+        });
+        assert_eq!(
+            f.latency("/api/v1/secrets"),
+            Some(Duration::from_millis(300))
+        );
+        f.set(FaultConfig {
+            latency_ms: 300,
+            latency_of: "jobs".into(),
+            ..Default::default()
+        });
+        let slow = Some(Duration::from_millis(300));
+        assert_eq!(f.latency("/apis/batch/v1/jobs"), slow);
+        assert_eq!(f.latency("/apis/batch/v1/namespaces/team-a/jobs"), slow);
+        assert_eq!(f.latency("/apis/batch/v1/namespaces/team-a/jobs/j1"), None);
+        assert_eq!(f.latency("/api/v1/secrets"), None);
     }
 }

@@ -240,7 +240,7 @@ fn is_true(q: &HashMap<String, String>, k: &str) -> bool {
 async fn handle(state: Arc<ServerState>, req: Request<Incoming>) -> Response<Body> {
     state.requests.fetch_add(1, Ordering::Relaxed);
     let faults = &state.faults;
-    if let Some(l) = faults.latency() {
+    if let Some(l) = faults.latency(req.uri().path()) {
         tokio::time::sleep(l).await;
     }
     if faults.blackholed() {
