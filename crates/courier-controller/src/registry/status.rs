@@ -138,9 +138,9 @@ pub async fn publish(shared: &Ctx, cluster: &Cluster, heartbeat: bool) {
         && want.current_mirrors == current.current_mirrors;
     let heartbeat_due = heartbeat
         && current.last_probe_time.as_ref().is_none_or(|t| {
-        let age = Timestamp::now().duration_since(t.0);
-        age.unsigned_abs() >= shared.tuning.status_heartbeat
-    });
+            let age = Timestamp::now().duration_since(t.0);
+            age.unsigned_abs() >= shared.tuning.status_heartbeat
+        });
     if unchanged && !heartbeat_due {
         return;
     }
