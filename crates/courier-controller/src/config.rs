@@ -96,7 +96,8 @@ pub struct Tuning {
     pub rights_interval: Duration,
     /// TCP/TLS connect timeout of worker clients.
     pub connect_timeout: Duration,
-    /// Deadline of every single request to a worker (and the read timeout of its request client).
+    /// Deadline of every single request to a worker (its request client's read timeout, which
+    /// also closes idle pooled connections, is this plus `probe_interval`: see `registry::cluster`).
     pub request_timeout: Duration,
     /// Server-side timeout of mirror watches; their client's read timeout is this plus a margin, so
     /// a silent dead connection is noticed without cutting healthy watches.
@@ -118,7 +119,9 @@ pub struct Tuning {
     /// A worker holding someone else's Job under the origin's name is skipped for the same initial
     /// time, doubling up to this; then the name is checked again.
     pub foreign_backoff_max: Duration,
-    /// WorkerCluster status is written only on change, and at least this often (lastProbeTime).
+    /// WorkerCluster status is written on change; and a full probe refreshes `lastProbeTime`
+    /// when the stored one is older than this (so at least every `rights_interval` or this,
+    /// whichever is longer; the checks between full probes do not).
     pub status_heartbeat: Duration,
     /// Every origin is reconciled at least this often (missed events cannot stall a Job).
     pub resync_interval: Duration,

@@ -20,9 +20,23 @@ fn probe_interval() -> Duration {
 }
 
 async fn start() -> (RecordedPair, tokio_util::sync::CancellationToken) {
+    start_with(tuning()).await
+}
+
+/// The worker pair and a controller with tuning `t`, once the worker is Ready.
+async fn start_with(
+    t: courier_controller::Tuning,
+) -> (RecordedPair, tokio_util::sync::CancellationToken) {
     let pair = recorded_pair().await;
     let ctl_client = client_for(&pair.mgmt.kubeconfig_for("ctl")).await;
-    let (_handle, stop, _task) = start_controller(ctl_client, config()).await;
+    let controller = courier_controller::Controller::with_tuning(ctl_client, config(), t)
+        .unwrap_or_else(|e| panic!("controller: {e}"));
+    let handle = controller.handle();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(controller.run(stop.clone()));
+    tokio::time::timeout(Duration::from_secs(15), handle.ready())
+        .await
+        .unwrap_or_else(|_| panic!("controller not ready"));
     wait_ready_reason(&pair.mc, "w1", "True", "Connected").await;
     (pair, stop)
 }
@@ -111,22 +125,12 @@ async fn a_blackholed_worker_is_not_ready_within_a_probe_interval() {
 /// would be due in production (`Tuning::rights_interval`, 5 min).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_right_is_reported_by_the_checks() {
-    let pair = recorded_pair().await;
-    let ctl_client = client_for(&pair.mgmt.kubeconfig_for("ctl")).await;
-    let t = courier_controller::Tuning {
+    let (pair, stop) = start_with(courier_controller::Tuning {
         // No full probe during the test: only the checks can see it.
         rights_interval: Duration::from_secs(600),
         ..tuning()
-    };
-    let controller = courier_controller::Controller::with_tuning(ctl_client, config(), t)
-        .unwrap_or_else(|e| panic!("controller: {e}"));
-    let handle = controller.handle();
-    let stop = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(controller.run(stop.clone()));
-    tokio::time::timeout(Duration::from_secs(15), handle.ready())
-        .await
-        .unwrap_or_else(|_| panic!("controller not ready"));
-    wait_ready_reason(&pair.mc, "w1", "True", "Connected").await;
+    })
+    .await;
     let mut rules = kubesim::kinds::ssar::RuleSet::allow_all();
     rules.deny.push(kubesim::kinds::ssar::Rule::new(
         &["delete"],
@@ -136,5 +140,58 @@ async fn a_revoked_right_is_reported_by_the_checks() {
     pair.w1.add_token("ctl-w1", CONTROLLER_WORKER_USER, rules);
     let message = wait_ready_reason(&pair.mc, "w1", "False", "Forbidden").await;
     assert!(message.contains("delete jobs.batch"), "{message}");
+    stop.cancel();
+}
+
+/// The WorkerCluster status heartbeat (a write refreshing `lastProbeTime`) rides the full probe,
+/// not the checks: with the heartbeat due after 1 s, an idle worker's status is written at most
+/// once per full probe (every 5-10 s here), yet at least once in 12 s. Seen failing with the
+/// heartbeat written by any check once due: "12 status writes in 12s".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_heartbeat_is_written_by_full_probes_only() {
+    let (pair, stop) = start_with(courier_controller::Tuning {
+        status_heartbeat: Duration::from_secs(1),
+        ..tuning()
+    })
+    .await;
+    tokio::time::sleep(probe_interval() * 2).await;
+    pair.mgmt.record_requests();
+    let window = Duration::from_secs(12);
+    tokio::time::sleep(window).await;
+    let writes = pair
+        .mgmt
+        .stop_recording()
+        .iter()
+        .filter(|r| {
+            let a = &r.attributes;
+            a.resource == "workerclusters" && a.subresource == "status" && a.verb == "patch"
+        })
+        .count();
+    println!("{writes} status writes in {window:?}");
+    // At most two full probes fall in the window (each 5-10 s after the last), and a status
+    // change at most once more (none is expected from an idle worker).
+    assert!(writes <= 3, "{writes} status writes in {window:?}");
+    assert!(writes >= 1, "no heartbeat in {window:?}");
+    stop.cancel();
+}
+
+/// The checks ride the connection the full probe opened: from the controller's start through 12
+/// probe intervals of an idle worker, two TLS handshakes (the full probe's connection, which the
+/// checks and the later full probes reuse, and the mirror watch's). Seen failing with the checks
+/// on the watch client, whose only connection the watch holds, and the request client closing its
+/// idle connection after the request timeout: "4 TLS handshakes" (the first check's, and one per
+/// later full probe).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checks_need_no_tls_handshake_of_their_own() {
+    let pair = recorded_pair().await;
+    let before = pair.w1.tls_handshakes();
+    let ctl_client = client_for(&pair.mgmt.kubeconfig_for("ctl")).await;
+    let (_handle, stop, _task) = start_controller(ctl_client, config()).await;
+    wait_ready_reason(&pair.mc, "w1", "True", "Connected").await;
+    // Past the first full probe after Ready (5-10 s after it).
+    tokio::time::sleep(probe_interval() * 24).await;
+    let handshakes = pair.w1.tls_handshakes() - before;
+    println!("{handshakes} TLS handshakes");
+    assert!(handshakes <= 2, "{handshakes} TLS handshakes");
     stop.cancel();
 }

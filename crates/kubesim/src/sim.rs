@@ -135,6 +135,7 @@ impl Sim {
             server_address: addr.to_string(),
             version: opts.server_version.clone(),
             requests: AtomicU64::new(0),
+            handshakes: AtomicU64::new(0),
             recorded: Default::default(),
         });
         let shutdown = CancellationToken::new();
@@ -259,6 +260,14 @@ impl Sim {
     pub fn requests_served(&self) -> u64 {
         self.state
             .requests
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// TLS handshakes completed since the server started: how many connections clients opened
+    /// (a bare TCP connect closed before any TLS is not counted).
+    pub fn tls_handshakes(&self) -> u64 {
+        self.state
+            .handshakes
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 

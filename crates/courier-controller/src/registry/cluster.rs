@@ -13,7 +13,7 @@
 //! or the watch failed, the Secret or the WorkerCluster changed, leadership) and otherwise every
 //! `Tuning::rights_interval` (jittered: 1,000 workers do not probe in lockstep). In between, every
 //! `Tuning::probe_interval` (jittered) a *check*: a TCP connect (the server still takes new
-//! connections) and one access review over the watch client's kept-alive connection, for the next
+//! connections) and one access review over the kept-alive connection of the full probe, for the next
 //! required right in turn. So a dead, blackholed or refusing worker, or revoked credentials, are
 //! seen within one probe interval (plus the request timeout), a revoked right within as many
 //! intervals as there are rights (at once when a call is refused), and a check costs one request
@@ -58,6 +58,7 @@ use crate::backoff::Backoff;
 use crate::credentials::probe::{RightsScope, classify, fresh};
 use crate::credentials::{self, ClientTimeouts};
 use crate::errors::with_timeout;
+use crate::locks::MutexExt as _;
 
 /// Watches may stay silent up to their server-side timeout; the read timeout allows that plus this.
 const WATCH_READ_MARGIN: Duration = Duration::from_secs(30);
@@ -126,28 +127,38 @@ async fn cycle(
         // The WorkerCluster goes now; its Delete event ends this task.
         return shared.tuning.backoff_max;
     }
-    let text = match kubeconfig_text(shared, cluster) {
-        Ok(t) => t,
-        Err((reason, message)) => {
-            let (reason, message) = match unlabelled_secret(shared, cluster).await {
-                Some(m) => (REASON_SECRET_NOT_LABELLED, m),
-                None => (reason, message),
-            };
-            disconnect(cluster, st);
-            return failed(shared, cluster, st, reason, message).await;
+    let source = secret_source(shared, cluster);
+    let same_source = {
+        let known = cluster.connection_source.lock_or_recover();
+        match (known.as_ref(), source.as_ref()) {
+            (Some((d, k)), Some((data, key))) => Arc::ptr_eq(d, data) && k == key,
+            _ => false,
         }
     };
-    let fingerprint = credentials::fingerprint(&text);
-    if cluster.connection().map(|c| c.fingerprint) != Some(fingerprint) {
-        match connect(shared, cluster, &text).await {
-            Ok(conn) => install(cluster, st, conn),
-            Err(message) => {
+    if !same_source || cluster.connection().is_none() {
+        let text = match kubeconfig_text(shared, cluster) {
+            Ok(t) => t,
+            Err((reason, message)) => {
+                let (reason, message) = match unlabelled_secret(shared, cluster).await {
+                    Some(m) => (REASON_SECRET_NOT_LABELLED, m),
+                    None => (reason, message),
+                };
                 disconnect(cluster, st);
-                return failed(shared, cluster, st, REASON_INVALID_KUBECONFIG, message).await;
+                return failed(shared, cluster, st, reason, message).await;
+            }
+        };
+        let fingerprint = credentials::fingerprint(&text);
+        if cluster.connection().map(|c| c.fingerprint) != Some(fingerprint) {
+            match connect(shared, cluster, &text).await {
+                Ok(conn) => install(cluster, st, conn),
+                Err(message) => {
+                    disconnect(cluster, st);
+                    return failed(shared, cluster, st, REASON_INVALID_KUBECONFIG, message).await;
+                }
             }
         }
+        *cluster.connection_source.lock_or_recover() = source;
     }
-    drop(text);
     let Some(conn) = cluster.connection() else {
         return st.backoff.next_delay();
     };
@@ -213,10 +224,10 @@ async fn check(
     let wc = cluster.worker_cluster();
     let turn = st.turn;
     st.turn = st.turn.wrapping_add(1);
-    // The watch client: its pooled connection outlives the probe interval (the request client's
-    // read timeout, as long as the interval, closes idle ones: a check would pay a handshake).
+    // The request client: its pooled connection outlives the probe interval (see `connect`), so
+    // the check rides the connection the full probe or the previous check left open.
     credentials::probe::check_one_right(
-        &conn.watch,
+        &conn.request,
         &conn.server,
         rights_scope(shared, &wc),
         turn,
@@ -289,7 +300,8 @@ async fn settle(
         message,
         Some(version),
     );
-    status::publish(shared, cluster).await;
+    // A check refreshes the stored lastProbeTime only along with a real change.
+    status::publish(shared, cluster, full).await;
     let interval = shared.tuning.probe_interval;
     if full {
         // Spread over the whole interval: workers probed together drift apart at once.
@@ -326,7 +338,7 @@ async fn failed(
     } else {
         debug!(cluster = %cluster.name, reason, message = %message, "WorkerCluster still not Ready");
     }
-    status::publish(shared, cluster).await;
+    status::publish(shared, cluster, true).await;
     st.backoff.next_delay()
 }
 
@@ -370,7 +382,7 @@ async fn unusable(
     ) {
         warn!(cluster = %cluster.name, reason, message = %why, "WorkerCluster not used");
     }
-    status::publish(shared, cluster).await;
+    status::publish(shared, cluster, true).await;
     crate::backoff::jitter(shared.tuning.backoff_max)
 }
 
@@ -421,6 +433,14 @@ fn set_health(
         shared.on_cluster_changed(&cluster.name);
     }
     transition
+}
+
+/// The cached data of the cluster's Secret and the key it names (None: no such Secret).
+fn secret_source(shared: &Ctx, cluster: &Cluster) -> Option<(super::SecretData, String)> {
+    let wc = cluster.worker_cluster();
+    let r = &wc.spec.kubeconfig_secret_ref;
+    let data = shared.registry.secrets.get(&r.name)?;
+    Some((data, r.key.clone()))
 }
 
 /// The kubeconfig text from the cluster's Secret, or the condition reason and message.
@@ -499,10 +519,14 @@ async fn connect(shared: &Ctx, cluster: &Cluster, text: &str) -> Result<Connecti
     let checked =
         credentials::check(text, shared.cfg.credentials).map_err(|p| format!("{place}: {p}"))?;
     let t = &shared.tuning;
+    // Every request on it has its own deadline (`with_timeout`, the request timeout). The read
+    // timeout also closes idle pooled connections: longer than the check interval, so the
+    // connection of the full probe serves the checks after it, and each check the next, without a
+    // TLS handshake (a worker that takes no new connections is caught by the checks' TCP connect).
     let request = checked
         .client(ClientTimeouts {
             connect: t.connect_timeout,
-            read: t.request_timeout,
+            read: t.probe_interval + t.request_timeout,
             write: t.request_timeout,
         })
         .await

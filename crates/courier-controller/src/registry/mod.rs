@@ -77,10 +77,10 @@ struct Progress {
 
 /// A live client pair for one worker (built from one version of its kubeconfig).
 pub struct Connection {
-    /// Short read timeout: every non-watch request.
+    /// Every non-watch request (each with its own deadline); its idle pooled connection outlives
+    /// the probe interval, so the checks between full probes need no TLS handshake.
     pub request: kube::Client,
-    /// Read timeout longer than the server-side watch timeout: the mirror watch, and the checks
-    /// between full probes (its idle pooled connection outlives the probe interval).
+    /// Read timeout longer than the server-side watch timeout: the mirror watches.
     pub watch: kube::Client,
     pub fingerprint: u64,
     pub server: String,
@@ -108,6 +108,9 @@ pub struct Cluster {
     /// The server its Secret's kubeconfig names, for that version of the Secret's data and that key:
     /// other registrations compare with it before it connects (parsed once, not once per peer).
     kubeconfig_server: Mutex<Option<(SecretData, String, Option<String>)>>,
+    /// The version of the Secret's data, and the key, the connection was last found to match:
+    /// while they stay the same, a cycle neither copies nor hashes the kubeconfig again.
+    connection_source: Mutex<Option<(SecretData, String)>>,
     /// The older WorkerCluster registering the same API server, while this one is a duplicate.
     duplicate_of: RwLock<Option<String>>,
     /// Where the origin id is claimed on the worker, for the connection with this fingerprint.
@@ -148,6 +151,7 @@ impl Cluster {
             namespaces: Mutex::new(HashSet::new()),
             identity: RwLock::new(lifecycle::Identity::default()),
             kubeconfig_server: Mutex::new(None),
+            connection_source: Mutex::new(None),
             duplicate_of: RwLock::new(None),
             claim_namespace: Mutex::new(None),
             cancel,

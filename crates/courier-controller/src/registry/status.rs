@@ -1,8 +1,12 @@
 //! The WorkerCluster's `.status` (leader only): the `Ready` condition, `serverVersion`,
 //! `currentMirrors` (unfinished origins placed on the cluster) and `lastProbeTime`. Written through
-//! the status subresource only when something other than `lastProbeTime` changed, or when the
-//! stored `lastProbeTime` is older than `Tuning::status_heartbeat` (so readers can tell a live
-//! controller from a dead one without a write per probe).
+//! the status subresource only when something other than `lastProbeTime` changed, or as a
+//! *heartbeat* (so readers can tell a live controller from a dead one) when a full probe (or a
+//! failing worker's probe) ran and the stored `lastProbeTime` is older than
+//! `Tuning::status_heartbeat`. The checks between full probes never write a heartbeat: with 1,000
+//! idle workers a heartbeat per minute was ~17 management writes a second (each also a
+//! WorkerCluster watch event back to every replica), where one per full probe
+//! (`Tuning::rights_interval`, 2.5-5 min) is ~4.
 
 use courier_api::WorkerClusterStatus;
 use courier_api::reasons::{
@@ -112,8 +116,10 @@ fn same_condition(a: &Condition, b: &Condition) -> bool {
         && a.last_transition_time.0.as_second() == b.last_transition_time.0.as_second()
 }
 
-/// Writes the status if it changed (or the heartbeat is due). Leader only; errors are logged.
-pub async fn publish(shared: &Ctx, cluster: &Cluster) {
+/// Writes the status if it changed, or, when `heartbeat` (a full probe ran) and the stored
+/// `lastProbeTime` is older than `Tuning::status_heartbeat`, to refresh it. Leader only; errors
+/// are logged.
+pub async fn publish(shared: &Ctx, cluster: &Cluster, heartbeat: bool) {
     if !shared.is_leader() {
         return;
     }
@@ -130,10 +136,11 @@ pub async fn publish(shared: &Ctx, cluster: &Cluster) {
     let unchanged = conditions_same
         && want.server_version == current.server_version
         && want.current_mirrors == current.current_mirrors;
-    let heartbeat_due = current.last_probe_time.as_ref().is_none_or(|t| {
-        let age = Timestamp::now().duration_since(t.0);
-        age.unsigned_abs() >= shared.tuning.status_heartbeat
-    });
+    let heartbeat_due = heartbeat
+        && current.last_probe_time.as_ref().is_none_or(|t| {
+            let age = Timestamp::now().duration_since(t.0);
+            age.unsigned_abs() >= shared.tuning.status_heartbeat
+        });
     if unchanged && !heartbeat_due {
         return;
     }

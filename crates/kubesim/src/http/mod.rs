@@ -45,6 +45,8 @@ pub struct ServerState {
     /// `gitVersion` reported by `/version`.
     pub version: String,
     pub requests: AtomicU64,
+    /// TLS handshakes completed (connections that got as far as HTTP).
+    pub handshakes: AtomicU64,
     /// Resource requests, when a test turned recording on (`Sim::record_requests`).
     pub recorded: crate::record::RequestLog,
 }
@@ -119,7 +121,12 @@ fn spawn_connection(
                 return;
             }
             let tls = match acceptor.accept(tcp).await {
-                Ok(t) => t,
+                Ok(t) => {
+                    state
+                        .handshakes
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    t
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "TLS handshake failed");
                     return;
