@@ -42,6 +42,8 @@ mod follower_tests;
 mod pod_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod walk_tests;
 
 use std::sync::Arc;
 
