@@ -12,7 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::gc::GcNote;
 use super::pods::{PodCtx, PodObjects};
-use super::{CONTROLLER_MANAGER, Change, Follower, decoded, instant_at, obj_key, write_opts};
+use super::{
+    CONTROLLER_MANAGER, Change, Follower, decoded_status, instant_at, obj_key, with_status,
+    write_opts,
+};
 use crate::api::{Api, Part, Served};
 use crate::instrument::{EPOCH_LABEL, ORIGIN_UID_LABEL, PodStart};
 use crate::jobctl::{JobSim, SimConfig};
@@ -396,6 +399,13 @@ fn write_status(
 ) -> Outcome {
     let key = obj_key(ns, name);
     let opts = write_opts(CONTROLLER_MANAGER);
+    let status = match decoded_status(served, status) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(controller = "job", job = %key, error = %e.message, "status does not decode");
+            return Outcome::Rejected;
+        }
+    };
     for _ in 0..CONFLICT_RETRIES {
         let Some(cur) = api.store.get(&served.table, ns, name) else {
             return Outcome::Gone;
@@ -404,17 +414,7 @@ fn write_status(
             return Outcome::Gone;
         }
         let current = api.served_value(served, &cur);
-        let mut obj = current.clone();
-        if let Value::Object(m) = &mut obj {
-            m.insert("status".into(), status.clone());
-        }
-        let obj = match decoded(served, obj) {
-            Ok(o) => o,
-            Err(e) => {
-                tracing::error!(controller = "job", job = %key, error = %e.message, "status does not decode");
-                return Outcome::Rejected;
-            }
-        };
+        let obj = with_status(current.clone(), status.as_ref());
         match api.update_over(
             served,
             ns,

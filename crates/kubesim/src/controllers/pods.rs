@@ -23,7 +23,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::podshape::{new_pod, pod_status};
-use super::{CONTROLLER_MANAGER, decoded, obj_key, write_opts};
+use super::{CONTROLLER_MANAGER, decoded, decoded_status, obj_key, with_status, write_opts};
 use crate::api::{Api, DeleteOpts, ObjOut, Part, Served};
 use crate::jobctl::{JobSim, PodInfo};
 use crate::json::meta_str;
@@ -282,10 +282,15 @@ fn write_status(
     base: u64,
     read: Option<(Arc<Stored>, Value)>,
 ) -> Option<u64> {
-    let edit = |obj: &mut Value| {
-        if let Value::Object(m) = obj {
-            m.insert("status".into(), status.clone());
+    let status = match decoded_status(cx.served, status.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(controller = "kubelet", pod = %obj_key(pod.0, pod.1), error = %e.message, "pod status does not decode");
+            return None;
         }
+    };
+    let edit = |obj: &mut Value| {
+        *obj = with_status(std::mem::take(obj), status.as_ref());
         true
     };
     let (over, written) = rewrite(cx, pod, Writer::KUBELET, edit, read)?;
@@ -346,12 +351,16 @@ fn rewrite(
         if !edit(&mut obj) {
             return None;
         }
-        let obj = match decoded(cx.served, obj) {
-            Ok(o) => o,
-            Err(e) => {
-                tracing::error!(controller = w.controller, pod = %obj_key(ns, name), error = %e.message, "{} does not decode", w.what);
-                return None;
-            }
+        // A status writer sets a status it decoded (`decoded_status`); the rest is the stored form.
+        let obj = match w.part {
+            Part::Status => obj,
+            Part::Main => match decoded(cx.served, obj) {
+                Ok(o) => o,
+                Err(e) => {
+                    tracing::error!(controller = w.controller, pod = %obj_key(ns, name), error = %e.message, "{} does not decode", w.what);
+                    return None;
+                }
+            },
         };
         let base = cur.rv;
         match cx.api.update_over(

@@ -15,11 +15,13 @@
 //!   returned object -> [`check_patched_name`] -> PrepareForCreate/Update -> validate -> store. When
 //!   [`Applied::changed`] is false and the managedFields did not change either, nothing is written.
 
+mod compare;
 mod fieldset;
 mod managed;
 mod smp;
 mod typed;
 mod value;
+mod versions;
 
 use std::sync::LazyLock;
 
@@ -34,6 +36,8 @@ use crate::errors::{ApiError, FieldError, go_quote};
 use crate::schema::TypeRef;
 use managed::{cap_update_managers, decode, decode_owned, encode, is_reset};
 use value::{field_key, path_string};
+use versions::OtherVersions;
+pub use versions::VersionConverter;
 
 /// Who is writing, as the field manager sees it.
 #[derive(Debug, Clone, Copy)]
@@ -206,44 +210,6 @@ fn has_uid(obj: &Value) -> bool {
         .is_some_and(|u| !u.is_empty())
 }
 
-/// Converts objects to another served version of the same resource, for managedFields entries recorded
-/// through that version (an Event written as `v1` and as `events.k8s.io/v1`): the real server compares the
-/// objects in each entry's own version.
-pub trait VersionConverter {
-    /// `obj` converted to `api_version` and that version's schema; `None` when not served (the entry is
-    /// then left as it is).
-    fn convert(&self, obj: &Value, api_version: &str) -> Option<(TypeRef, Value)>;
-}
-
-/// Per-version comparisons of one write, computed on demand for entries recorded in other versions.
-struct OtherVersions<'a> {
-    conv: Option<&'a dyn VersionConverter>,
-    live: &'a Value,
-    new: &'a Value,
-    subresource: Option<&'a str>,
-    /// `(version, (changed, removed))`, `None` when the version cannot be compared.
-    cache: Vec<(String, Option<(FieldSet, FieldSet)>)>,
-}
-
-impl OtherVersions<'_> {
-    fn sets(&mut self, version: &str) -> Option<&(FieldSet, FieldSet)> {
-        if !self.cache.iter().any(|(v, _)| v == version) {
-            let computed = self.conv.and_then(|c| {
-                let (t, live) = c.convert(self.live, version)?;
-                let (_, new) = c.convert(self.new, version)?;
-                let mut cmp = typed::compare(t.schema(), t.root(), &live, &new).ok()?;
-                cmp.exclude(&reset_set(&t, self.subresource));
-                Some((cmp.modified.union(&cmp.added), cmp.removed))
-            });
-            self.cache.push((version.to_string(), computed));
-        }
-        self.cache
-            .iter()
-            .find(|(v, _)| v == version)
-            .and_then(|(_, s)| s.as_ref())
-    }
-}
-
 /// Records an update (create, PUT, JSON/merge/strategic patch, on the main resource or `/status`) in
 /// `new`'s `metadata.managedFields`.
 ///
@@ -272,8 +238,48 @@ pub fn update_managed_fields_with(
     mgr: &Manager<'_>,
     conv: Option<&dyn VersionConverter>,
 ) {
+    track(t, live, new, mgr, conv, true);
+}
+
+/// [`update_managed_fields`] with a comparison that walks all of both objects, and both objects'
+/// comparisons, full and of the changes only: what the skipping is proven against.
+#[cfg(test)]
+pub(crate) fn full_walk(
+    t: &TypeRef,
+    live: &Value,
+    new: &mut Value,
+    mgr: &Manager<'_>,
+) -> (Option<Comparison>, Option<Comparison>) {
+    track(t, Some(live), new, mgr, None, false);
+    let (s, r) = (t.schema(), t.root());
+    (
+        typed::compare(s, r, live, new).ok(),
+        typed::compare_changes(s, r, live, new).ok(),
+    )
+}
+
+/// [`update_managed_fields_with`]; `skip_equal`: whether the comparison may pass over what is equal in
+/// `live` and `new` (`false` only to prove that it changes nothing).
+fn track(
+    t: &TypeRef,
+    live: Option<&Value>,
+    new: &mut Value,
+    mgr: &Manager<'_>,
+    conv: Option<&dyn VersionConverter>,
+    skip_equal: bool,
+) {
     let live_obj = live.unwrap_or_else(|| t.zero_value());
     let live_mf = managed_fields_of(live_obj);
+    // A stored object with managedFields was stored by a write whose comparison walked all of it
+    // without an error (an error drops the list; an apply with one fails), so its equal parts need
+    // no walk. A built-in schema does not change after that; a CRD's may, hence not for those. (The
+    // one built-in stored in two versions, Event, has no keyed list, and its conversions write only
+    // declared fields.)
+    let skip_equal = skip_equal
+        && !t.is_custom()
+        && live_mf
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty());
     let new_mf = take_managed_fields(new);
     // Patches and most PUTs carry the stored list unchanged: decode that owned copy instead of copying
     // the stored one.
@@ -303,7 +309,7 @@ pub fn update_managed_fields_with(
     if entries.is_empty() && has_uid(live_obj) {
         return;
     }
-    match update_entries(t, live_obj, new, entries, mgr, conv) {
+    match update_entries(t, live_obj, new, entries, mgr, conv, skip_equal) {
         Ok(entries) => set_managed_fields(new, encode(entries)),
         Err(e) => {
             tracing::warn!("managedFields dropped: {}", typed::errors_text(&e));
@@ -320,8 +326,13 @@ fn update_entries(
     mut entries: Vec<Entry>,
     mgr: &Manager<'_>,
     conv: Option<&dyn VersionConverter>,
+    skip_equal: bool,
 ) -> Result<Vec<Entry>, Vec<TypedError>> {
-    let mut cmp = typed::compare(t.schema(), t.root(), live, new)?;
+    let mut cmp = if skip_equal {
+        typed::compare_changes(t.schema(), t.root(), live, new)?
+    } else {
+        typed::compare(t.schema(), t.root(), live, new)?
+    };
     cmp.exclude(&reset_set(t, mgr.subresource));
     // The operation runs as a separate "current-operation" manager: every existing entry (including the
     // writer's own previous one) loses the fields this write changed or removed...
@@ -570,8 +581,8 @@ pub fn apply_with(
             name: "before-first-apply",
             ..*mgr
         };
-        entries =
-            update_entries(t, t.zero_value(), live_obj, Vec::new(), &first, conv).map_err(|e| {
+        entries = update_entries(t, t.zero_value(), live_obj, Vec::new(), &first, conv, false)
+            .map_err(|e| {
                 ApplyError::InvalidPatchObject(format!(
                     "failed to create manager for existing fields: {}",
                     typed::errors_text(&e)
