@@ -75,6 +75,9 @@ async fn bench_reports_every_figure() -> anyhow::Result<()> {
         check_percentiles(&r, latency, 40.0)?;
         ensure!(number(&r, unmatched)? == 0.0, "{unmatched} in {r:#}");
     }
+    // At least the intent and one status write per origin.
+    let writes = number(&r, "/courier/origin_writes_per_job")?;
+    ensure!(writes >= 2.0, "origin_writes_per_job {writes} in {r:#}");
     for path in [
         "/courier/jobs_per_second",
         "/floor/jobs_per_second",

@@ -77,6 +77,9 @@ fn record(ev: &Event, seen: &mut u64, namespace: &str, side: Side, recorder: &Re
     if side == Side::Mirror && obj.label(LABEL_ORIGIN) != Some(DEFAULT_ORIGIN_ID) {
         return;
     }
+    if side == Side::Origin && ev.kind == EventType::Modified {
+        recorder.origin_written();
+    }
     let status = serde_json::from_slice::<StatusOnly>(&obj.json)
         .ok()
         .and_then(|s| s.status);
@@ -149,6 +152,8 @@ mod tests {
         );
         // The commits are microseconds apart, whenever the follower read them.
         assert!(t.status_latency.max_ms < 1000.0, "{t:?}");
+        // 1,499 writes after the create, over the two Jobs created.
+        assert_eq!(t.origin_writes_per_job, 1499.0 / 2.0, "{t:?}");
         for task in tasks {
             task.abort();
         }

@@ -162,6 +162,8 @@ pub struct Recorder {
     jobs: Mutex<HashMap<String, Timeline>>,
     created: AtomicUsize,
     mirrors: AtomicUsize,
+    /// Origin versions the management server committed other than their creation.
+    origin_writes: AtomicUsize,
     finished: AtomicUsize,
 }
 
@@ -190,6 +192,9 @@ pub struct Timelines {
     pub status_latency_watch_seen: Percentiles,
     /// Unmatched changes by the watches.
     pub status_unmatched_watch_seen: usize,
+    /// Writes the management server committed to the origins (every version after the create:
+    /// intent, status copies, finalizer), per origin created.
+    pub origin_writes_per_job: f64,
 }
 
 impl Recorder {
@@ -241,6 +246,11 @@ impl Recorder {
             Side::Origin => push_distinct(&mut t.origin_commits, sig, at, side),
             Side::Mirror => push_distinct(&mut t.mirror_commits, sig, at, side),
         });
+    }
+
+    /// The management server committed a write to an origin (not its create).
+    pub fn origin_written(&self) {
+        self.origin_writes.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn created_count(&self) -> usize {
@@ -296,6 +306,8 @@ impl Recorder {
             status_unmatched: unmatched,
             status_latency_watch_seen: Percentiles::of(status_seen),
             status_unmatched_watch_seen: unmatched_seen,
+            origin_writes_per_job: self.origin_writes.load(Ordering::Relaxed) as f64
+                / created.max(1) as f64,
         }
     }
 }

@@ -164,6 +164,15 @@ pub fn render(r: &Report) -> String {
         None,
     );
     row(
+        "origin writes per Job",
+        format!(
+            "{:.2} (intent, status copies, finalizer)",
+            t.origin_writes_per_job
+        ),
+        "",
+        None,
+    );
+    row(
         "end to end",
         format!(
             "{:.2} s until {} of {} finished",
