@@ -141,6 +141,9 @@ pub struct Event {
     pub kind: EventType,
     pub obj: Arc<Stored>,
     pub prev: Option<Arc<Stored>>,
+    /// When the write was committed (taken under the store's lock), for in-process observers that
+    /// time a change from the server's side (`courier bench`'s status propagation); no watch sends it.
+    pub committed: std::time::Instant,
 }
 
 /// Why a write did not happen.
@@ -341,6 +344,7 @@ impl Store {
                 kind,
                 obj: stored.clone(),
                 prev,
+                committed: std::time::Instant::now(),
             },
         );
         Ok(stored)
@@ -377,6 +381,7 @@ impl Store {
                     kind: EventType::Deleted,
                     obj: gone.clone(),
                     prev: Some(prev),
+                    committed: std::time::Instant::now(),
                 },
             );
         }

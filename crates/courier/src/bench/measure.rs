@@ -1,6 +1,7 @@
 //! What `courier bench` measures and how: a process's CPU time and memory from /proc, latency
 //! percentiles, and the per-Job timeline (origin created, mirror created, each status change on the
-//! mirror and when the origin first showed it) recorded from watches held by the bench process.
+//! mirror and when the origin first showed it), recorded twice: when the servers committed each
+//! version (read in process, see [`super::commits`]) and when the bench's own watches saw it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -134,11 +135,25 @@ impl Signature {
 struct Timeline {
     created: Option<Instant>,
     mirror_created: Option<Instant>,
-    /// Distinct non-empty mirror statuses, in order.
+    /// Distinct non-empty mirror statuses, in order, when the bench's watch saw them.
     mirror: Vec<(Signature, Instant)>,
-    /// Distinct origin statuses, in order.
+    /// Distinct origin statuses, in order, when the bench's watch saw them.
     origin: Vec<(Signature, Instant)>,
+    /// The same two lists, timed when the servers committed each version.
+    mirror_commits: Vec<(Signature, Instant)>,
+    origin_commits: Vec<(Signature, Instant)>,
     finished: Option<Instant>,
+}
+
+/// Appends `sig` unless it is the last one there (a version that changed nothing the signature
+/// reads); an empty mirror status is not a change to copy.
+fn push_distinct(list: &mut Vec<(Signature, Instant)>, sig: Signature, at: Instant, side: Side) {
+    if matches!(side, Side::Mirror) && sig.is_empty() {
+        return;
+    }
+    if list.last().is_none_or(|(s, _)| *s != sig) {
+        list.push((sig, at));
+    }
 }
 
 /// The timelines of every Job of one run, filled by the watches and the submitter.
@@ -147,6 +162,8 @@ pub struct Recorder {
     jobs: Mutex<HashMap<String, Timeline>>,
     created: AtomicUsize,
     mirrors: AtomicUsize,
+    /// Origin versions the management server committed other than their creation.
+    origin_writes: AtomicUsize,
     finished: AtomicUsize,
 }
 
@@ -165,10 +182,19 @@ pub struct Timelines {
     pub end_to_end_seconds: f64,
     /// Origin created to mirror seen, per Job.
     pub dispatch_latency: Percentiles,
-    /// Mirror status change seen to the origin first showing it (or a later mirror status).
+    /// Mirror status change committed on its worker to the origin's first committed version
+    /// showing it (or a later mirror status): the servers' commit times, read in process.
     pub status_latency: Percentiles,
-    /// Mirror status changes the origin never showed (nor any later one).
+    /// Mirror status changes the origin never showed (nor any later one), by commits.
     pub status_unmatched: usize,
+    /// The same figure timed by the bench's own watches (mirror change seen to origin seen): it
+    /// includes the bench's delivery lag (one task decodes every origin event).
+    pub status_latency_watch_seen: Percentiles,
+    /// Unmatched changes by the watches.
+    pub status_unmatched_watch_seen: usize,
+    /// Writes the management server committed to the origins (every version after the create:
+    /// intent, status copies, finalizer), per origin created.
+    pub origin_writes_per_job: f64,
 }
 
 impl Recorder {
@@ -189,9 +215,7 @@ impl Recorder {
             if first {
                 t.mirror_created = Some(at);
             }
-            if !sig.is_empty() && t.mirror.last().is_none_or(|(s, _)| *s != sig) {
-                t.mirror.push((sig, at));
-            }
+            push_distinct(&mut t.mirror, sig, at, Side::Mirror);
             first
         });
         if first {
@@ -206,14 +230,27 @@ impl Recorder {
             if finished_now {
                 t.finished = Some(at);
             }
-            if t.origin.last().is_none_or(|(s, _)| *s != sig) {
-                t.origin.push((sig, at));
-            }
+            push_distinct(&mut t.origin, sig, at, Side::Origin);
             finished_now
         });
         if finished_now {
             self.finished.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// A version of `name` committed at `at` on the management server (origin) or a worker
+    /// (mirror), in commit order.
+    pub fn committed(&self, side: Side, name: &str, status: Option<&JobStatus>, at: Instant) {
+        let sig = Signature::of(status);
+        self.with(name, |t| match side {
+            Side::Origin => push_distinct(&mut t.origin_commits, sig, at, side),
+            Side::Mirror => push_distinct(&mut t.mirror_commits, sig, at, side),
+        });
+    }
+
+    /// The management server committed a write to an origin (not its create).
+    pub fn origin_written(&self) {
+        self.origin_writes.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn created_count(&self) -> usize {
@@ -230,8 +267,8 @@ impl Recorder {
     pub fn summarize(&self) -> Timelines {
         let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
         let mut dispatch = Vec::new();
-        let mut status = Vec::new();
-        let mut unmatched = 0;
+        let (mut status, mut status_seen) = (Vec::new(), Vec::new());
+        let (mut unmatched, mut unmatched_seen) = (0, 0);
         let (mut first_created, mut last_mirror, mut last_finished) = (None, None, None);
         let (mut created, mut dispatched, mut finished) = (0, 0, 0);
         for t in jobs.values() {
@@ -247,9 +284,12 @@ impl Recorder {
                 finished += 1;
                 last_finished = Some(last_finished.map_or(f, |l: Instant| l.max(f)));
             }
-            let (lat, missed) = propagation(&t.mirror, &t.origin);
+            let (lat, missed) = propagation(&t.mirror_commits, &t.origin_commits);
             status.extend(lat);
             unmatched += missed;
+            let (lat, missed) = propagation(&t.mirror, &t.origin);
+            status_seen.extend(lat);
+            unmatched_seen += missed;
         }
         let since_first = |end: Option<Instant>| match (first_created, end) {
             (Some(s), Some(e)) => e.saturating_duration_since(s).as_secs_f64(),
@@ -264,6 +304,10 @@ impl Recorder {
             dispatch_latency: Percentiles::of(dispatch),
             status_latency: Percentiles::of(status),
             status_unmatched: unmatched,
+            status_latency_watch_seen: Percentiles::of(status_seen),
+            status_unmatched_watch_seen: unmatched_seen,
+            origin_writes_per_job: self.origin_writes.load(Ordering::Relaxed) as f64
+                / created.max(1) as f64,
         }
     }
 }
@@ -296,7 +340,7 @@ fn propagation(
 }
 
 /// Which side a watch records.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Side {
     Origin,
     Mirror,

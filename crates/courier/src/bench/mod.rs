@@ -12,6 +12,7 @@
 //!
 //! `--scale` runs phase 2 only, with 100,000 Jobs by default, for the memory per tracked Job.
 
+mod commits;
 mod floor;
 mod measure;
 mod report;
@@ -269,6 +270,13 @@ async fn courier_phase(
             Side::Origin,
             recorder.clone(),
         ));
+        // The servers' commit times of the same versions, read in process.
+        let stores = std::iter::once((&local.management, Side::Origin))
+            .chain(local.workers.iter().map(|(_, sim)| (sim, Side::Mirror)));
+        for (sim, side) in stores {
+            let store = sim.api().store.clone();
+            watches.push(commits::follow(store, NAMESPACE, side, recorder.clone()));
+        }
         settle_watches().await;
         let submitted_bar = bars.bar("courier: origins created", config.jobs);
         let mirrors_bar = bars.bar("courier: mirrors created", config.jobs);
