@@ -123,3 +123,40 @@ fn a_finished_bench_job_costs_little_in_both_caches() {
         "a mirror entry holds {mirror_bytes} B of heap (bound {MIRROR_ENTRY_BOUND})"
     );
 }
+
+/// Keys in one burst through the work queue (`courier bench --jobs 20000`).
+const BURST: usize = 20_000;
+/// Heap bytes the queue may keep once a burst of [`BURST`] keys, each in both lanes, has drained.
+/// Kept at their largest, its lanes and their maps held about 7 MB after such a burst (about 350
+/// bytes per Job at rest in `courier bench`, issue #13).
+const DRAINED_QUEUE_BOUND: isize = 64 * 1024;
+
+#[tokio::test]
+async fn a_drained_queue_gives_back_what_a_burst_took() {
+    use std::time::Duration;
+
+    use crate::queue::{ObjectKey, WorkQueue};
+
+    let keys: Vec<ObjectKey> = (0..BURST)
+        .map(|i| ObjectKey::new("courier-bench", format!("bench-{i:06}")))
+        .collect();
+    let q = WorkQueue::new(Duration::from_millis(5), Duration::from_secs(1));
+    let before = held();
+    for k in &keys {
+        q.add(k.clone());
+        q.add_urgent(k.clone());
+    }
+    let mut handed = 0;
+    while q.len() > 0 {
+        let h = q.next_handed().await;
+        q.done(&h.key);
+        handed += 1;
+    }
+    let kept = held() - before;
+    assert_eq!(handed, BURST, "each key is handed out once");
+    eprintln!("the drained queue keeps {kept} B of heap");
+    assert!(
+        kept <= DRAINED_QUEUE_BOUND,
+        "the drained queue keeps {kept} B of heap (bound {DRAINED_QUEUE_BOUND})"
+    );
+}
