@@ -160,3 +160,43 @@ async fn a_drained_queue_gives_back_what_a_burst_took() {
         "the drained queue keeps {kept} B of heap (bound {DRAINED_QUEUE_BOUND})"
     );
 }
+
+/// Heap bytes the event history may hold per origin with one event (`Dispatched`, most Jobs'
+/// only one). A 10,000-Job run keeps one for every Job (`recent::TOTAL`). It held 800 B with the
+/// event kept as its `EventSnapshot` (five strings), 624 B kept compact (hash-map slots and the
+/// origin's key, kept twice, are most of the rest).
+const HISTORY_PER_ORIGIN_BOUND: isize = 660;
+
+#[test]
+fn the_event_history_of_a_dispatched_job_costs_little() {
+    use crate::queue::ObjectKey;
+    use crate::recent::RecentEvents;
+
+    const ORIGINS: usize = 1_000;
+    let keys: Vec<ObjectKey> = (0..ORIGINS)
+        .map(|i| ObjectKey::new("courier-bench", format!("bench-{i:06}")))
+        .collect();
+    let (history, bytes) = held_by(|| {
+        let history = RecentEvents::default();
+        for k in &keys {
+            history.record(
+                k,
+                "0b8f1f7c-3c0e-4a52-9d8e-5f1f3f0a4711",
+                "Normal",
+                "Dispatched",
+                "dispatched to w3 (epoch 1)",
+            );
+        }
+        history
+    });
+    assert_eq!(
+        history.of(&keys[0], "0b8f1f7c-3c0e-4a52-9d8e-5f1f3f0a4711")[0].reason,
+        "Dispatched"
+    );
+    let per_origin = bytes / ORIGINS as isize;
+    eprintln!("the event history holds {per_origin} B of heap per origin");
+    assert!(
+        per_origin <= HISTORY_PER_ORIGIN_BOUND,
+        "the event history holds {per_origin} B per origin (bound {HISTORY_PER_ORIGIN_BOUND})"
+    );
+}
