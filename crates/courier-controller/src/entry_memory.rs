@@ -123,3 +123,80 @@ fn a_finished_bench_job_costs_little_in_both_caches() {
         "a mirror entry holds {mirror_bytes} B of heap (bound {MIRROR_ENTRY_BOUND})"
     );
 }
+
+/// Keys in one burst through the work queue (`courier bench --jobs 20000`).
+const BURST: usize = 20_000;
+/// Heap bytes the queue may keep once a burst of [`BURST`] keys, each in both lanes, has drained.
+/// Kept at their largest, its lanes and their maps held about 7 MB after such a burst (about 350
+/// bytes per Job at rest in `courier bench`, issue #13).
+const DRAINED_QUEUE_BOUND: isize = 64 * 1024;
+
+#[tokio::test]
+async fn a_drained_queue_gives_back_what_a_burst_took() {
+    use std::time::Duration;
+
+    use crate::queue::{ObjectKey, WorkQueue};
+
+    let keys: Vec<ObjectKey> = (0..BURST)
+        .map(|i| ObjectKey::new("courier-bench", format!("bench-{i:06}")))
+        .collect();
+    let q = WorkQueue::new(Duration::from_millis(5), Duration::from_secs(1));
+    let before = held();
+    for k in &keys {
+        q.add(k.clone());
+        q.add_urgent(k.clone());
+    }
+    let mut handed = 0;
+    while q.len() > 0 {
+        let h = q.next_handed().await;
+        q.done(&h.key);
+        handed += 1;
+    }
+    let kept = held() - before;
+    assert_eq!(handed, BURST, "each key is handed out once");
+    eprintln!("the drained queue keeps {kept} B of heap");
+    assert!(
+        kept <= DRAINED_QUEUE_BOUND,
+        "the drained queue keeps {kept} B of heap (bound {DRAINED_QUEUE_BOUND})"
+    );
+}
+
+/// Heap bytes the event history may hold per origin with one event (`Dispatched`, most Jobs'
+/// only one). A 10,000-Job run keeps one for every Job (`recent::TOTAL`). It held 800 B with the
+/// event kept as its `EventSnapshot` (five strings), 624 B kept compact (hash-map slots and the
+/// origin's key, kept twice, are most of the rest).
+const HISTORY_PER_ORIGIN_BOUND: isize = 660;
+
+#[test]
+fn the_event_history_of_a_dispatched_job_costs_little() {
+    use crate::queue::ObjectKey;
+    use crate::recent::RecentEvents;
+
+    const ORIGINS: usize = 1_000;
+    let keys: Vec<ObjectKey> = (0..ORIGINS)
+        .map(|i| ObjectKey::new("courier-bench", format!("bench-{i:06}")))
+        .collect();
+    let (history, bytes) = held_by(|| {
+        let history = RecentEvents::default();
+        for k in &keys {
+            history.record(
+                k,
+                "0b8f1f7c-3c0e-4a52-9d8e-5f1f3f0a4711",
+                "Normal",
+                "Dispatched",
+                "dispatched to w3 (epoch 1)",
+            );
+        }
+        history
+    });
+    assert_eq!(
+        history.of(&keys[0], "0b8f1f7c-3c0e-4a52-9d8e-5f1f3f0a4711")[0].reason,
+        "Dispatched"
+    );
+    let per_origin = bytes / ORIGINS as isize;
+    eprintln!("the event history holds {per_origin} B of heap per origin");
+    assert!(
+        per_origin <= HISTORY_PER_ORIGIN_BOUND,
+        "the event history holds {per_origin} B per origin (bound {HISTORY_PER_ORIGIN_BOUND})"
+    );
+}

@@ -53,6 +53,9 @@ impl std::fmt::Display for ObjectKey {
     }
 }
 
+/// Capacity a drained lane may keep (see [`State::release_drained`]).
+const KEPT_CAPACITY: usize = 1024;
+
 #[derive(Default)]
 struct State {
     ready: VecDeque<ObjectKey>,
@@ -113,8 +116,33 @@ impl State {
     }
 
     /// The next waiting key, urgent lane first, with how long it waited in the lane it leaves;
-    /// stale lane entries are dropped.
+    /// stale lane entries are dropped. Once nothing waits, lanes grown by a burst give their
+    /// memory back ([`State::release_drained`]).
     fn pop(&mut self) -> Option<Handed> {
+        let handed = self.pop_lane();
+        if self.queued.is_empty() {
+            self.release_drained();
+        }
+        handed
+    }
+
+    /// Empties the lanes and their maps when nothing waits and they were grown past
+    /// [`KEPT_CAPACITY`]: a hash map or deque keeps its largest capacity, so a burst of 100,000
+    /// Jobs would otherwise hold about 400 bytes per Job for good (issue #13). Nothing waits, so
+    /// every lane entry is stale and `in_urgent` only marks those stale entries: dropping them
+    /// together leaves a consistent state.
+    fn release_drained(&mut self) {
+        let grown = self.ready.capacity().max(self.urgent.capacity()) > KEPT_CAPACITY
+            || self.queued.capacity().max(self.in_urgent.capacity()) > KEPT_CAPACITY;
+        if grown {
+            self.ready = VecDeque::new();
+            self.urgent = VecDeque::new();
+            self.queued = HashMap::new();
+            self.in_urgent = HashMap::new();
+        }
+    }
+
+    fn pop_lane(&mut self) -> Option<Handed> {
         while let Some(key) = self.urgent.pop_front() {
             let since = self.in_urgent.remove(&key);
             if self.queued.remove(&key).is_some() {
@@ -170,6 +198,9 @@ impl State {
             let key = entry.remove();
             self.delayed.remove(&key);
             self.enqueue(key, false);
+        }
+        if self.delayed.is_empty() && self.delayed.capacity() > KEPT_CAPACITY {
+            self.delayed = HashMap::new();
         }
     }
 }

@@ -34,10 +34,36 @@ pub struct EventSnapshot {
     pub last: String,
 }
 
+/// One kept event, compact: the type as a flag and the times as timestamps (an
+/// [`EventSnapshot`] is made of it when read). Three allocations and about 200 bytes fewer per
+/// event than keeping the snapshot: at 10,000 events (the [`TOTAL`] a 10,000-Job run reaches) 2 MB.
+#[derive(Debug)]
+struct Kept {
+    warning: bool,
+    count: u32,
+    reason: Box<str>,
+    note: Box<str>,
+    first: Timestamp,
+    last: Timestamp,
+}
+
+impl Kept {
+    fn snapshot(&self) -> EventSnapshot {
+        EventSnapshot {
+            type_: if self.warning { "Warning" } else { "Normal" }.to_string(),
+            reason: self.reason.to_string(),
+            note: self.note.to_string(),
+            count: self.count,
+            first: self.first.to_string(),
+            last: self.last.to_string(),
+        }
+    }
+}
+
 struct Ring {
     uid: String,
     /// (sequence number, event), oldest first.
-    events: VecDeque<(u64, EventSnapshot)>,
+    events: VecDeque<(u64, Kept)>,
 }
 
 #[derive(Default)]
@@ -101,7 +127,7 @@ impl RecentEvents {
     ) {
         let mut inner = self.inner.lock_or_recover();
         let inner = &mut *inner;
-        let at = now.to_string();
+        let warning = type_ == "Warning";
         let ring = inner.rings.entry(key.clone()).or_insert_with(|| Ring {
             uid: uid.to_string(),
             // Most origins get one event (Dispatched); a VecDeque's first growth takes four
@@ -114,25 +140,25 @@ impl RecentEvents {
             ring.uid = uid.to_string();
         }
         if let Some((_, last)) = ring.events.back_mut()
-            && last.type_ == type_
-            && last.reason == reason
-            && last.note == note
+            && last.warning == warning
+            && *last.reason == *reason
+            && *last.note == *note
         {
             last.count = last.count.saturating_add(1);
-            last.last = at;
+            last.last = now;
             return;
         }
         let seq = inner.next_seq;
         inner.next_seq += 1;
         ring.events.push_back((
             seq,
-            EventSnapshot {
-                type_: type_.to_string(),
-                reason: reason.to_string(),
-                note: note.to_string(),
+            Kept {
+                warning,
                 count: 1,
-                first: at.clone(),
-                last: at,
+                reason: reason.into(),
+                note: note.into(),
+                first: now,
+                last: now,
             },
         ));
         inner.total += 1;
@@ -153,7 +179,7 @@ impl RecentEvents {
     pub fn of(&self, key: &ObjectKey, uid: &str) -> Vec<EventSnapshot> {
         let inner = self.inner.lock_or_recover();
         match inner.rings.get(key) {
-            Some(r) if r.uid == uid => r.events.iter().map(|(_, e)| e.clone()).collect(),
+            Some(r) if r.uid == uid => r.events.iter().map(|(_, e)| e.snapshot()).collect(),
             _ => Vec::new(),
         }
     }

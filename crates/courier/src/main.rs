@@ -27,6 +27,13 @@ mod workers;
 
 use std::process::ExitCode;
 
+/// jemalloc instead of the C library's malloc, for the controller (`courier run`) above all: back
+/// to back against glibc's malloc and mimalloc on `courier bench --jobs 20000`, the least RSS per
+/// tracked Job and less controller CPU per Job (docs/benchmarks.md, "Allocator"). The container
+/// image links musl, whose malloc is slower than glibc's.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use anyhow::Context as _;
 use clap::{FromArgMatches as _, Parser, Subcommand};
 
