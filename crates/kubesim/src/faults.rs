@@ -12,6 +12,12 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+/// Whether `path` is the collection of `resource` (its last segment: a list, watch or create of
+/// it), the one test the per-resource faults (`latencyOf`, `throttleCreatesOf`) apply.
+fn is_collection_of(path: &str, resource: &str) -> bool {
+    path.rsplit('/').next() == Some(resource)
+}
+
 /// The request-level fault settings.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -128,7 +134,7 @@ impl Faults {
     /// The latency added to a request to `path`.
     pub fn latency(&self, path: &str) -> Option<Duration> {
         let c = self.cfg.read().unwrap_or_else(|p| p.into_inner());
-        let applies = c.latency_of.is_empty() || path.rsplit('/').next() == Some(&*c.latency_of);
+        let applies = c.latency_of.is_empty() || is_collection_of(path, &c.latency_of);
         (c.latency_ms > 0 && applies).then(|| Duration::from_millis(c.latency_ms))
     }
 
@@ -163,7 +169,7 @@ impl Faults {
             c.throttle_creates > 0
                 && method == "POST"
                 && !c.throttle_creates_of.is_empty()
-                && path.rsplit('/').next() == Some(c.throttle_creates_of.as_str())
+                && is_collection_of(path, &c.throttle_creates_of)
         };
         if !is_create_of(&self.cfg.read().unwrap_or_else(|p| p.into_inner())) {
             return None;
@@ -194,6 +200,21 @@ impl Faults {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_per_resource_fault_names_the_collection_only() {
+        assert!(is_collection_of("/apis/batch/v1/jobs", "jobs"));
+        assert!(is_collection_of("/apis/batch/v1/namespaces/a/jobs", "jobs"));
+        assert!(!is_collection_of(
+            "/apis/batch/v1/namespaces/a/jobs/j1",
+            "jobs"
+        ));
+        assert!(!is_collection_of(
+            "/apis/batch/v1/namespaces/a/jobs/jobs/status",
+            "jobs"
+        ));
+        assert!(!is_collection_of("/api/v1/pods", "jobs"));
+    }
 
     #[test]
     fn rates_are_respected() {
