@@ -80,7 +80,7 @@ pub async fn client_for(kubeconfig_yaml: &str) -> anyhow::Result<Client> {
     let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .context("loading a kubesim kubeconfig")?;
-    Client::try_from(config).context("building a client")
+    courier_controller::credentials::client::client(config).context("building a client")
 }
 
 /// Creates the WorkerCluster CRD and waits until the API server serves it.

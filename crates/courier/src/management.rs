@@ -143,7 +143,8 @@ impl ManagementArgs {
             Some(ns) => ns.clone(),
             None => config.default_namespace.clone(),
         };
-        let client = Client::try_from(config).context("building the management cluster client")?;
+        let client = courier_controller::credentials::client::client(config)
+            .context("building the management cluster client")?;
         Ok(Management {
             client,
             namespace,

@@ -10,7 +10,6 @@ use courier_api::{DEFAULT_NAMESPACE, DEFAULT_ORIGIN_ID};
 use courier_controller::{
     ControllerConfig, CredentialPolicy, LeaseTimings, PodSecurityLevel, WorkerNamespaces,
 };
-use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::util::{self, parse_duration};
@@ -205,7 +204,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let config =
         util::management_config(args.kubeconfig.as_deref(), args.context.as_deref(), true).await?;
     let server = config.cluster_url.to_string();
-    let client = Client::try_from(config).context("building the management cluster client")?;
+    let client = courier_controller::credentials::client::client(config)
+        .context("building the management cluster client")?;
     let cfg = args.config();
     tracing::info!(
         management = %server,

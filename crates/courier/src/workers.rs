@@ -53,7 +53,7 @@ pub async fn client_with(
     config.connect_timeout = Some(timeout);
     config.read_timeout = read_timeout;
     config.write_timeout = Some(timeout);
-    Client::try_from(config).with_context(|| {
+    courier_controller::credentials::client::client(config).with_context(|| {
         format!(
             "cannot build a client for the worker at {} (context {})",
             min.server, min.context

@@ -10,6 +10,7 @@
 //!
 //! [`probe`] is the worker check both run: reachable, a supported version, every right Courier needs.
 
+pub mod client;
 pub mod probe;
 
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -403,7 +404,7 @@ impl CheckedKubeconfig {
         // only that key (`WorkQueue::retry_no_sooner`).
         config.default_retry = false;
         // A throttled answer's wait is read from `Retry-After` too (see `server_wait`).
-        let builder = kube::client::ClientBuilder::try_from(config)
+        let builder = client::client_builder(config)
             .map_err(|e| KubeconfigProblem::Unusable(e.to_string()))?;
         Ok(builder.with_layer(&ServerWaitLayer).build())
     }
