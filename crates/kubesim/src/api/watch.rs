@@ -267,7 +267,14 @@ mod tests {
             got.extend_from_slice(&c);
             chunks += 1;
         }
-        assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&sent));
-        assert!((2..100).contains(&chunks), "{chunks} chunks for {} bytes", sent.len());
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&sent)
+        );
+        assert!(
+            (2..100).contains(&chunks),
+            "{chunks} chunks for {} bytes",
+            sent.len()
+        );
     }
 }

@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 
-use super::tests::{Gvr, JOBS, create, has, job, merge_patch, opts, served, wait_job, worker};
 use super::pods::{drop_finalizer, drop_owners};
+use super::tests::{Gvr, JOBS, create, has, job, merge_patch, opts, served, wait_job, worker};
 use super::{decoded, decoded_status, status_over, with_status};
 use crate::api::{Api, Part, PatchKind};
 use crate::structured::{Manager, full_walk};
@@ -147,7 +147,11 @@ fn a_status_decoded_alone_is_the_status_of_the_whole_decoded(
             );
             assert_eq!(with_status(current.clone(), alone.as_ref()), whole, "{at}");
             // What the status writers send: the copy made without the old status is the same.
-            assert_eq!(status_over(current, alone.as_ref()), whole, "{at}: status_over");
+            assert_eq!(
+                status_over(current, alone.as_ref()),
+                whole,
+                "{at}: status_over"
+            );
         }
     }
 }
@@ -163,7 +167,10 @@ fn a_pod_without_its_finalizer_or_owners_decodes_to_itself(
     let mut edited = 0;
     for (_, current, _) in pairs.iter().filter(|(gvr, ..)| *gvr == PODS) {
         for (what, edit) in [
-            ("finalizer", drop_finalizer as fn(&mut serde_json::Map<String, Value>) -> bool),
+            (
+                "finalizer",
+                drop_finalizer as fn(&mut serde_json::Map<String, Value>) -> bool,
+            ),
             ("owners", drop_owners),
         ] {
             let mut obj = current.clone();
@@ -174,7 +181,10 @@ fn a_pod_without_its_finalizer_or_owners_decodes_to_itself(
                 continue;
             }
             let again = decoded(&s, obj.clone()).unwrap();
-            let at = format!("pod {} without its {what}", current["metadata"]["resourceVersion"]);
+            let at = format!(
+                "pod {} without its {what}",
+                current["metadata"]["resourceVersion"]
+            );
             assert_eq!(again, obj, "{at}");
             edited += 1;
         }
