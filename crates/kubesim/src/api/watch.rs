@@ -207,7 +207,8 @@ const CHUNK_MAX: usize = 64 * 1024;
 /// The next piece of a watch response: the next framed line and the lines already queued behind it
 /// (up to [`CHUNK_MAX`]), in order, so a burst of events costs one write (one HTTP chunk, one TLS
 /// record run) instead of one per event. The real server does the same: its watch handler flushes
-/// only when no further event is waiting (`serveWatch`, `if len(ch) == 0 { flusher.Flush() }`).
+/// only when no further event is waiting (`k8s.io/apiserver/pkg/endpoints/handlers/watch.go`:
+/// `if len(ch) == 0 { flusher.Flush() }`).
 /// The bytes of the stream are unchanged. `None`: the watch ended.
 pub async fn next_chunk(rx: &mut mpsc::Receiver<Bytes>) -> Option<Bytes> {
     let first = rx.recv().await?;
