@@ -98,6 +98,27 @@ pub fn ensure_obj_in<'a>(
     e.as_object_mut()
 }
 
+/// Whether `a` and `b` are the same JSON, serialised byte for byte alike: `==` with a float's sign
+/// compared too (`==` holds `0.0 == -0.0`, which serialise differently). An integer and a float
+/// of the same value are different here, as they are to `==`.
+pub fn identical(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            x == y && x.as_f64().map(f64::to_bits) == y.as_f64().map(f64::to_bits)
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| identical(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|((kx, x), (ky, y))| kx == ky && identical(x, y))
+        }
+        _ => a == b,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +147,29 @@ mod tests {
         ensure_obj(&mut v, "status");
         assert_eq!(v, json!({"spec": {"a": 1}, "status": {}}));
         assert!(ensure_obj(&mut json!([]), "x").is_none());
+    }
+
+    /// `identical` is `==` except where the serialised forms differ; it fails with `==` in its
+    /// place (the negative zero).
+    #[test]
+    fn identical_is_equal_serialisations() {
+        let cases = [
+            json!({"a": [1, {"b": 0.5}], "c": null, "d": "x"}),
+            json!({"a": [1, {"b": 0.5}], "c": null}),
+            json!({"a": [1, {"b": 0.0}], "c": null, "d": "x"}),
+            json!({"a": [1, {"b": -0.0}], "c": null, "d": "x"}),
+            json!({"a": [1.0, {"b": 0.5}], "c": null, "d": "x"}),
+            json!({"a": [1, {"b": 0.5}, 2], "c": null, "d": "x"}),
+            json!({"a": [1, {"b": 0.5}], "c": false, "d": "x"}),
+            json!({"a": [1, {"b": 0.5}], "e": null, "d": "x"}),
+            json!([]),
+            json!({}),
+        ];
+        for a in &cases {
+            for b in &cases {
+                let same_bytes = serde_json::to_vec(a).unwrap() == serde_json::to_vec(b).unwrap();
+                assert_eq!(identical(a, b), same_bytes, "{a} against {b}");
+            }
+        }
     }
 }

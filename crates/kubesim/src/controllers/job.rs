@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::gc::GcNote;
 use super::pods::{PodCtx, PodObjects};
 use super::{
-    CONTROLLER_MANAGER, Change, Follower, decoded_status, instant_at, obj_key, with_status,
+    CONTROLLER_MANAGER, Change, Follower, decoded_status, instant_at, obj_key, status_over,
     write_opts,
 };
 use crate::api::{Api, Part, Served};
@@ -414,7 +414,7 @@ fn write_status(
             return Outcome::Gone;
         }
         let current = api.served_value(served, &cur);
-        let obj = with_status(current.clone(), status.as_ref());
+        let obj = status_over(&current, status.as_ref());
         match api.update_over(
             served,
             ns,

@@ -319,6 +319,23 @@ pub(crate) fn with_status(mut current: Value, status: Option<&Value>) -> Value {
     current
 }
 
+/// [`with_status`] of a copy of `current`, made without copying `current`'s own status (the larger
+/// part of a pod's object, replaced anyway): what a status writer sends over the object it read.
+pub(crate) fn status_over(current: &Value, status: Option<&Value>) -> Value {
+    let Value::Object(m) = current else {
+        return with_status(current.clone(), status);
+    };
+    let mut out: serde_json::Map<String, Value> = m
+        .iter()
+        .filter(|(k, _)| k.as_str() != "status")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(st) = status {
+        out.insert("status".into(), st.clone());
+    }
+    Value::Object(out)
+}
+
 /// The served resource to read and write a table's objects through: one that does not convert
 /// (the storage version) when there is one.
 pub(crate) fn served_for_table(api: &Api, table: &TableKey) -> Option<Arc<Served>> {

@@ -23,7 +23,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use super::podshape::{new_pod, pod_status};
-use super::{CONTROLLER_MANAGER, decoded, decoded_status, obj_key, with_status, write_opts};
+use super::{CONTROLLER_MANAGER, decoded, decoded_status, obj_key, status_over, write_opts};
 use crate::api::{Api, DeleteOpts, ObjOut, Part, Served};
 use crate::jobctl::{JobSim, PodInfo};
 use crate::json::meta_str;
@@ -236,14 +236,13 @@ impl PodObjects {
         }
         if orphaned && k.owned {
             k.owned = false;
-            edit_meta(cx, ns, &k.name, &info.uid, |m| {
-                m.remove("ownerReferences").is_some()
-            });
+            edit_meta(cx, ns, &k.name, &info.uid, drop_owners);
         }
     }
 }
 
-fn drop_finalizer(m: &mut serde_json::Map<String, Value>) -> bool {
+/// Takes the Job controller's tracking finalizer out of a pod's metadata (false: it had none).
+pub(super) fn drop_finalizer(m: &mut serde_json::Map<String, Value>) -> bool {
     let Some(f) = m.get_mut("finalizers").and_then(Value::as_array_mut) else {
         return false;
     };
@@ -256,6 +255,11 @@ fn drop_finalizer(m: &mut serde_json::Map<String, Value>) -> bool {
     changed
 }
 
+/// Takes a pod's ownerReferences out of its metadata (false: it had none).
+pub(super) fn drop_owners(m: &mut serde_json::Map<String, Value>) -> bool {
+    m.remove("ownerReferences").is_some()
+}
+
 /// Re-reads the pod, applies `change` to its metadata and writes it (retrying conflicts).
 fn edit_meta(
     cx: &PodCtx<'_>,
@@ -264,10 +268,12 @@ fn edit_meta(
     uid: &str,
     change: impl Fn(&mut serde_json::Map<String, Value>) -> bool,
 ) {
-    let edit = |obj: &mut Value| {
+    let edit = |current: &Value| {
+        let mut obj = current.clone();
         obj.get_mut("metadata")
             .and_then(Value::as_object_mut)
             .is_some_and(&change)
+            .then_some(obj)
     };
     rewrite(cx, (ns, name, uid), Writer::JOB_CONTROLLER, edit, None);
 }
@@ -289,10 +295,7 @@ fn write_status(
             return None;
         }
     };
-    let edit = |obj: &mut Value| {
-        *obj = with_status(std::mem::take(obj), status.as_ref());
-        true
-    };
+    let edit = |current: &Value| Some(status_over(current, status.as_ref()));
     let (over, written) = rewrite(cx, pod, Writer::KUBELET, edit, read)?;
     (over == base).then_some(written)
 }
@@ -321,14 +324,15 @@ impl Writer {
 }
 
 /// Re-reads the pod `(namespace, name, uid)` (the first attempt takes `read`, the stored pod and its
-/// served form, when the caller already has them), applies `edit` (false: nothing to write) and
+/// served form, when the caller already has them), makes the object to write with `edit` (from the
+/// served form; `None`: nothing to write) and
 /// writes it, retrying conflicts; a pod that is gone or was replaced (another UID) is left alone.
 /// On success: the version edited and the version written.
 fn rewrite(
     cx: &PodCtx<'_>,
     (ns, name, uid): (&str, &str, &str),
     w: Writer,
-    edit: impl Fn(&mut Value) -> bool,
+    edit: impl Fn(&Value) -> Option<Value>,
     mut read: Option<(Arc<Stored>, Value)>,
 ) -> Option<(u64, u64)> {
     let opts = write_opts(w.manager);
@@ -347,21 +351,11 @@ fn rewrite(
         if cur.uid() != uid {
             return None;
         }
-        let mut obj = current.clone();
-        if !edit(&mut obj) {
-            return None;
-        }
-        // A status writer sets a status it decoded (`decoded_status`); the rest is the stored form.
-        let obj = match w.part {
-            Part::Status => obj,
-            Part::Main => match decoded(cx.served, obj) {
-                Ok(o) => o,
-                Err(e) => {
-                    tracing::error!(controller = w.controller, pod = %obj_key(ns, name), error = %e.message, "{} does not decode", w.what);
-                    return None;
-                }
-            },
-        };
+        let obj = edit(&current)?;
+        // Not decoded again: a status writer sets a status it decoded (`decoded_status`) on the
+        // stored form, and the metadata edits (`drop_finalizer`, `drop_owners`) only take entries
+        // out of it; the stored form decodes to itself, and so does it with those taken out
+        // (`walk_tests` proves both on every version of every pod of a worker's run).
         let base = cur.rv;
         match cx.api.update_over(
             cx.served,

@@ -232,10 +232,11 @@ fn condition(kind: &str, ok: bool, at: Timestamp, reason: Option<(&str, String)>
 
 /// The `.status` the kubelet reports for `pod`, whose object is `obj`.
 pub fn pod_status(obj: &Value, pod: &PodInfo) -> Value {
-    let spec = obj.get("spec").cloned().unwrap_or_default();
+    // Read in place: the spec is the larger part of a pod, and only its containers are read.
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
     let ns = meta_str(obj, "namespace");
     let terminal = matches!(pod.phase, "Succeeded" | "Failed");
-    let mut containers: Vec<(String, String)> = get_arr(&spec, &["containers"])
+    let mut containers: Vec<(String, String)> = get_arr(spec, &["containers"])
         .into_iter()
         .flatten()
         .map(|c| {
@@ -329,7 +330,7 @@ pub fn pod_status(obj: &Value, pod: &PodInfo) -> Value {
     conditions.push(condition("PodScheduled", true, pod.created, None));
     let mut status = json!({"phase": pod.phase, "conditions": conditions,
         "hostIP": HOST_IP, "hostIPs": [{"ip": HOST_IP}],
-        "startTime": t(pod.created), "containerStatuses": statuses, "qosClass": qos_class(&spec)});
+        "startTime": t(pod.created), "containerStatuses": statuses, "qosClass": qos_class(spec)});
     if started_or_done.is_some() {
         let ip = pod_ip(&pod.uid);
         status["podIP"] = json!(ip);

@@ -5,8 +5,9 @@
 
 use serde_json::{Value, json};
 
+use super::pods::{drop_finalizer, drop_owners};
 use super::tests::{Gvr, JOBS, create, has, job, merge_patch, opts, served, wait_job, worker};
-use super::{decoded, decoded_status, with_status};
+use super::{decoded, decoded_status, status_over, with_status};
 use crate::api::{Api, Part, PatchKind};
 use crate::structured::{Manager, full_walk};
 
@@ -56,6 +57,41 @@ async fn every_write_of_a_worker_takes_the_shortcuts_to_the_same_result() {
     assert!(pairs.len() > 20, "{} writes", pairs.len());
     the_changes_walk_records_what_the_full_walk_records(api, &pairs);
     a_status_decoded_alone_is_the_status_of_the_whole_decoded(api, &pairs);
+    a_pod_without_its_finalizer_or_owners_decodes_to_itself(api, &pairs);
+    keeping_a_stored_part_already_there_stores_the_same_bytes(&pairs);
+}
+
+/// `keep_stored` leaves a part already equal to the stored one as it is instead of replacing it
+/// by a copy: on every write of the run, in both directions, the result serialises byte for byte
+/// as the copy does.
+fn keeping_a_stored_part_already_there_stores_the_same_bytes(pairs: &[(Gvr, Value, Value)]) {
+    let mut kept = 0;
+    for (_, current, next) in pairs {
+        for (new, old) in [(next, current), (current, next)] {
+            for part in ["spec", "status", "metadata"] {
+                let mut fast = new.clone();
+                crate::kinds::common::keep_stored(&mut fast, old, part);
+                let mut copied = new.clone();
+                match (copied.as_object_mut(), old.get(part)) {
+                    (Some(m), Some(p)) => {
+                        m.insert(part.into(), p.clone());
+                    }
+                    (Some(m), None) => {
+                        m.remove(part);
+                    }
+                    (None, _) => {}
+                }
+                assert_eq!(
+                    serde_json::to_vec(&fast).unwrap(),
+                    serde_json::to_vec(&copied).unwrap(),
+                    "{part} of {}",
+                    new["metadata"]["resourceVersion"]
+                );
+                kept += usize::from(new.get(part) == old.get(part));
+            }
+        }
+    }
+    assert!(kept > 40, "{kept} parts already stored");
 }
 
 /// `(resource, stored version before, stored version after)` of every update of Jobs and Pods.
@@ -144,8 +180,50 @@ fn a_status_decoded_alone_is_the_status_of_the_whole_decoded(
                 gvr.2, next["metadata"]["resourceVersion"]
             );
             assert_eq!(with_status(current.clone(), alone.as_ref()), whole, "{at}");
+            // What the status writers send: the copy made without the old status is the same.
+            assert_eq!(
+                status_over(current, alone.as_ref()),
+                whole,
+                "{at}: status_over"
+            );
         }
     }
+}
+
+/// The Job controller's metadata edits of a pod (the tracking finalizer, the ownerReferences
+/// taken out) are written without decoding the pod again: on every version of every pod of the
+/// run, the edited served form is what decoding it makes of it.
+fn a_pod_without_its_finalizer_or_owners_decodes_to_itself(
+    api: &Api,
+    pairs: &[(Gvr, Value, Value)],
+) {
+    let s = served(api, PODS);
+    let mut edited = 0;
+    for (_, current, _) in pairs.iter().filter(|(gvr, ..)| *gvr == PODS) {
+        for (what, edit) in [
+            (
+                "finalizer",
+                drop_finalizer as fn(&mut serde_json::Map<String, Value>) -> bool,
+            ),
+            ("owners", drop_owners),
+        ] {
+            let mut obj = current.clone();
+            let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+                panic!("a pod without metadata: {current}");
+            };
+            if !edit(m) {
+                continue;
+            }
+            let again = decoded(&s, obj.clone()).unwrap();
+            let at = format!(
+                "pod {} without its {what}",
+                current["metadata"]["resourceVersion"]
+            );
+            assert_eq!(again, obj, "{at}");
+            edited += 1;
+        }
+    }
+    assert!(edited > 10, "{edited} pod versions edited");
 }
 
 /// A stored object without managedFields may hold what the schema does not fit (its write's

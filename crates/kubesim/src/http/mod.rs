@@ -694,7 +694,7 @@ async fn authorized_request(
                 };
                 let rx = crate::api::watch::start(state.api.clone(), s.clone(), opts)?;
                 let stream = futures::stream::unfold(rx, |mut rx| async move {
-                    rx.recv()
+                    crate::api::watch::next_chunk(&mut rx)
                         .await
                         .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
                 });

@@ -764,6 +764,13 @@ pub fn go_print_v(v: &Value) -> String {
 /// `/status` (or `/finalize`) keeps the spec, as the API server's `PrepareForUpdate` and
 /// `PrepareForStatusUpdate` of every kind with a status do.
 pub fn keep_stored(new: &mut Value, old: &Value, part: &str) {
+    // Already the stored part (an in-process writer's object is built over the stored one): left
+    // as it is instead of replaced by a copy of it.
+    if let (Some(n), Some(o)) = (new.get(part), old.get(part))
+        && crate::json::identical(n, o)
+    {
+        return;
+    }
     if let Some(m) = new.as_object_mut() {
         match old.get(part) {
             Some(s) => m.insert(part.into(), s.clone()),
