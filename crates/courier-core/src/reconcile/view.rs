@@ -128,6 +128,7 @@ impl<W: Workload> MirrorOf<W> {
     /// Reads a remote object (as JSON) into a view.
     pub fn from_json(job: &Value) -> Result<Self, ViewError> {
         let meta = Meta::read(job)?;
+        let status = read_status::<W>(job)?;
         Ok(Self {
             namespace: meta.namespace,
             name: meta.name,
@@ -141,7 +142,8 @@ impl<W: Workload> MirrorOf<W> {
                 .filter(|(k, _)| k.starts_with("courier.dev/"))
                 .collect(),
             spec: SpecFields::keep(job.get("spec").unwrap_or(&Value::Null), W::SPEC_FIELDS),
-            status: read_status::<W>(job)?,
+            counting: W::uncounted(&status),
+            status,
             deleting: meta.deletion_timestamp.is_some(),
         })
     }
