@@ -195,7 +195,12 @@ impl EventRecorder {
             related: ev.secondary.clone(),
             ..Default::default()
         };
-        api.create(&PostParams::default(), &event).await?;
+        // Nothing of the answer (the created Event) is read: it is not decoded.
+        let body = serde_json::to_vec(&event).map_err(Error::SerdeError)?;
+        let request = kube::core::Request::new(api.resource_url())
+            .create(&PostParams::default(), body)
+            .map_err(Error::BuildRequest)?;
+        self.client.request_text(request).await?;
         self.cache().record(key, event_name, 1, Instant::now());
         Ok(())
     }

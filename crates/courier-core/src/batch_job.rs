@@ -135,6 +135,18 @@ impl Workload for BatchJob {
         })
     }
 
+    fn uncounted(status: &CachedStatus) -> bool {
+        status.uncounted_pods()
+    }
+
+    fn gauges_only(old: &CachedStatus, new: &CachedStatus) -> bool {
+        let mut same_gauges = new.clone();
+        same_gauges.active = old.active;
+        same_gauges.ready = old.ready;
+        same_gauges.terminating = old.terminating;
+        same_gauges == *old
+    }
+
     fn reported(status: &CachedStatus) -> Option<Intent> {
         crate::dispatched::recorded(&status.expand())
     }

@@ -247,10 +247,25 @@ impl CachedStatus {
             .is_some_and(|c| c.status() == "True")
     }
 
+    /// Pods that finished and are not counted yet (`uncountedTerminatedPods` lists a UID).
+    pub fn uncounted_pods(&self) -> bool {
+        self.rare
+            .as_deref()
+            .and_then(|r| r.uncounted_terminated_pods.as_ref())
+            .is_some_and(uncounted_pods)
+    }
+
     /// How many conditions it has.
     pub fn condition_count(&self) -> usize {
         self.conditions.as_deref().map_or(0, <[Condition]>::len)
     }
+}
+
+/// `uncountedTerminatedPods` lists a pod UID: the Job controller has taken finished pods out of
+/// `active` and counts them in `succeeded`/`failed` in a later write.
+pub fn uncounted_pods(u: &UncountedTerminatedPods) -> bool {
+    u.succeeded.as_ref().is_some_and(|s| !s.is_empty())
+        || u.failed.as_ref().is_some_and(|f| !f.is_empty())
 }
 
 impl From<JobStatus> for CachedStatus {

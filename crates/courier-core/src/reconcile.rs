@@ -172,6 +172,9 @@ pub struct MirrorOf<W: Workload> {
     pub status: W::Status,
     /// It has a deletionTimestamp.
     pub deleting: bool,
+    /// The worker has pods that finished and are not counted yet ([`Workload::uncounted`]): its
+    /// gauges already dropped them, its counters do not show them yet.
+    pub counting: bool,
 }
 
 /// One cluster's view of the origin's namespace/name.

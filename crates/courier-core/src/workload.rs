@@ -134,6 +134,13 @@ pub trait Workload: fmt::Debug + Clone + PartialEq + Default + 'static {
     /// The origin has committed to an outcome ([`Interim`]): how to finish it without its mirror.
     fn committed(status: &Self::Status, now: Timestamp) -> Option<Committed<Self::Status>>;
 
+    /// The status shows pods that finished and are not counted yet (a Job's
+    /// `uncountedTerminatedPods`): the worker counts them in its next write.
+    fn uncounted(status: &Self::Status) -> bool;
+    /// `new` differs from `old` in the gauges of running pods only (a Job's `active`, `ready`,
+    /// `terminating`), nothing else.
+    fn gauges_only(old: &Self::Status, new: &Self::Status) -> bool;
+
     // ---- Courier's own records on the origin's status ----
 
     /// The placement whose mirror has reported (the `courier.dev/Dispatched` marker).

@@ -13,6 +13,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use super::store::OriginEntry;
+use crate::watch::SlimJob;
 use crate::watch::job::status_from_text;
 
 /// A Job as the answer to a write decodes it: the resourceVersion, and the status as the text it
@@ -58,6 +59,38 @@ impl WriteAnswer {
 }
 
 crate::watch::batch_v1_job_resource!(WriteAnswer);
+
+/// `cached` (the entry of the version a metadata write was made from, under its resourceVersion
+/// precondition) as of `answer`, the server's answer to that write: the answer's metadata and
+/// status on the cached view, the spec facts, the template hash, the creation time and the mirror
+/// source kept. This saves parsing the answer's spec (pod template included) and trimming it
+/// again, once per Job (the placement intent). The source keeps the labels and annotations of
+/// the version before: the write adds only Courier's bookkeeping keys, which a mirror never
+/// carries (`courier_core::mirror::mirror_for`). `None` when the spec may have changed too (the
+/// generation moved, e.g. a mutating admission webhook) or the answer lacks a version or a
+/// readable status: then the answer is trimmed whole.
+pub fn metadata_applied(cached: &OriginEntry, answer: &SlimJob) -> Option<OriginEntry> {
+    let m = &answer.metadata;
+    if m.generation != cached.view.generation || m.resource_version.is_none() {
+        return None;
+    }
+    let mut view = cached.view.with_metadata(
+        m.labels.clone().unwrap_or_default(),
+        m.annotations.clone().unwrap_or_default(),
+        m.finalizers.clone().unwrap_or_default(),
+        m.deletion_timestamp.as_ref().map(|t| t.0),
+        m.resource_version.clone(),
+    );
+    view.status = answer.status_as().ok()?;
+    let mut entry = OriginEntry {
+        view,
+        ..cached.clone()
+    };
+    if finished(&entry.view.status).is_some() {
+        entry.source = None;
+    }
+    Some(entry)
+}
 
 #[cfg(test)]
 mod tests {
@@ -110,6 +143,44 @@ mod tests {
             assert_eq!(cheap.created, full.created);
             assert_eq!(cheap.source.is_some(), full.source.is_some());
         }
+    }
+
+    /// The placement intent's answer applied to the cached version gives the entry a full trim of
+    /// the answer gives (the mirror source aside: it keeps the version before's labels); a
+    /// moved generation is left to the full trim.
+    #[test]
+    fn an_intent_answer_applied_to_the_cached_version_is_the_answers_own_entry() {
+        let mut plain = origin("7", Value::Null);
+        plain["metadata"]["labels"] = json!({"app": "x"});
+        plain["metadata"]["annotations"] = json!({"courier.dev/cluster-selector": "a=b"});
+        plain["metadata"]["finalizers"] = json!([]);
+        let before = trim(&plain)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("not trimmed"));
+        assert!(before.view.intent().is_none());
+        let mut after = plain.clone();
+        after["metadata"]["resourceVersion"] = json!("8");
+        after["metadata"]["finalizers"] = json!(["courier.dev/mirror-cleanup"]);
+        after["metadata"]["labels"]["courier.dev/cluster"] = json!("w1");
+        after["metadata"]["annotations"]["courier.dev/epoch"] = json!("2");
+        after["metadata"]["annotations"]["courier.dev/redispatches"] = json!("1");
+        after["metadata"]["annotations"]["courier.dev/huge"] = json!("x".repeat(2000));
+        let full = trim(&after)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("not trimmed"));
+        let answer: SlimJob =
+            serde_json::from_value(after.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let cheap = metadata_applied(&before, &answer).unwrap_or_else(|| panic!("not applied"));
+        assert_eq!(cheap.view, full.view);
+        assert_eq!(cheap.created, full.created);
+        assert_eq!(cheap.source, before.source);
+        assert_eq!(cheap.view.intent().map(|i| i.epoch), Some(2));
+
+        after["metadata"]["generation"] = json!(2);
+        let moved: SlimJob = serde_json::from_value(after).unwrap_or_else(|e| panic!("{e}"));
+        assert!(metadata_applied(&before, &moved).is_none());
     }
 
     #[test]

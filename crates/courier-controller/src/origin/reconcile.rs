@@ -42,7 +42,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::Ctx;
-use super::answer::WriteAnswer;
+use super::answer::{WriteAnswer, metadata_applied};
 use super::execute::execute;
 use super::get_origin_json;
 use super::store::{self, OriginEntry};
@@ -326,14 +326,25 @@ fn sent_version(patch: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// Puts the server's answer to our own write (`patch`, which carries the resourceVersion it was
-/// made from as a precondition) into the cache, unless the watch has moved past that version
-/// already (`OriginStore::write_through`).
+/// Puts the server's answer to our own metadata write (`patch`, which carries the resourceVersion
+/// it was made from as a precondition) into the cache, unless the watch has moved past that
+/// version already (`OriginStore::write_through`): the cached entry of that version with the
+/// answer's metadata when the cache still holds it ([`metadata_applied`]), else the answer trimmed
+/// whole.
 pub fn write_through(shared: &Ctx, key: &ObjectKey, patch: &Value, obj: &SlimJob) {
     let Some(sent) = sent_version(patch) else {
         return;
     };
-    if let Ok(Some(entry)) = store::trim_job(obj) {
+    let cheap = shared
+        .origins
+        .get(key)
+        .filter(|cached| cached.view.resource_version.as_deref() == Some(sent))
+        .and_then(|cached| metadata_applied(&cached, obj));
+    let entry = match cheap {
+        Some(entry) => Some(entry),
+        None => store::trim_job(obj).ok().flatten(),
+    };
+    if let Some(entry) = entry {
         shared.origins.write_through(key.clone(), sent, entry);
     }
 }

@@ -17,7 +17,7 @@
 //! sent) as short sorted lists (`courier_core::compact::SmallMap`, known keys not copied), the
 //! spec fields that flow down (`SpecFields`), the status decoded straight from the event's
 //! text into a `CachedStatus` (without `uncountedTerminatedPods`: worker pod UIDs mean nothing to
-//! the origin) and the deletion mark. No pod template, no managedFields, no other labels: about 1.5 KB of heap for a
+//! the origin; only whether it lists any, `MirrorView::counting`) and the deletion mark. No pod template, no managedFields, no other labels: about 1.5 KB of heap for a
 //! finished mirror (`entry_memory.rs` bounds it).
 
 use crate::locks::{MutexExt as _, RwLockExt as _};
@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use courier_api::{LABEL_EPOCH, LABEL_ORIGIN, LABEL_ORIGIN_UID};
 use courier_core::batch_job::BatchJob;
 use courier_core::compact::{SmallMap, SpecFields};
+use courier_core::job_status::uncounted_pods;
 use courier_core::namespaces::WatchScope;
 use courier_core::reconcile::MirrorView;
 use courier_core::workload::Workload;
@@ -263,14 +264,18 @@ pub fn trim(obj: &SlimJob) -> Option<(ObjectKey, MirrorEntry)> {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let mut status: JobStatus = obj.status_as().map_err(|e| unreadable(&e)).ok()?;
-    // Worker pod UIDs mean nothing to the origin.
-    status.uncounted_terminated_pods = None;
+    // Worker pod UIDs mean nothing to the origin; only whether there are any.
+    let counting = status
+        .uncounted_terminated_pods
+        .take()
+        .is_some_and(|u| uncounted_pods(&u));
     let view = MirrorView {
         labels,
         annotations,
         spec: SpecFields::keep(&obj.spec_value(), BatchJob::SPEC_FIELDS),
         status: status.into(),
         deleting: meta.deletion_timestamp.is_some(),
+        counting,
         uid,
         name: name.clone(),
         namespace: namespace.clone(),

@@ -535,7 +535,13 @@ impl<'a, W: Workload> Plan<'a, W> {
             self.redispatch_possible(),
             self.now(),
         );
-        if let Some(status) = translated {
+        // A worker that took finished pods out of its gauges and has not counted them yet
+        // writes the count next: a change of the gauges alone waits for that write, so the
+        // origin gets one write where it would get two (and never shows a finished pod as
+        // neither running nor counted). Any other change is copied at once.
+        let in_transition =
+            |status: &W::Status| m.counting && W::gauges_only(&self.origin().status, status);
+        if let Some(status) = translated.filter(|s| !in_transition(s)) {
             let first_report = self.marker.as_ref() != Some(intent)
                 && W::reported(&status).as_ref() == Some(intent);
             if self.write_status(status) && first_report {

@@ -404,6 +404,49 @@ fn first_report_writes_status_marker_and_dispatched_event() {
     assert!(w.decide().chains.is_empty());
 }
 
+/// A worker that took a finished pod out of `active` and has not counted it yet (it lists the
+/// pod in `uncountedTerminatedPods`) writes the count next: the gauges alone wait for it (one
+/// origin write instead of two); the counted version is copied whole, and any other change in a
+/// transitional version is copied at once.
+#[test]
+fn gauges_of_uncounted_pods_wait_for_the_count() {
+    let w = World::new().with_intent("a", 1, 0).reported("a", 1);
+    let mut finishing = running();
+    finishing["active"] = json!(1);
+    finishing["ready"] = json!(1);
+    finishing["uncountedTerminatedPods"] = json!({"succeeded": ["pod-uid-1"]});
+    let d = w.mirror("a", 1, finishing.clone()).decide();
+    assert!(d.chains.is_empty(), "{:?}", kinds(&d));
+
+    // Counted: one write with the gauges and the counter together.
+    let w = World::new().with_intent("a", 1, 0).reported("a", 1);
+    let mut counted = finishing.clone();
+    counted["succeeded"] = json!(1);
+    counted["uncountedTerminatedPods"] = json!({});
+    let status = written_status(&w.mirror("a", 1, counted).decide());
+    assert_eq!(
+        (status.active, status.ready, status.succeeded),
+        (Some(1), Some(1), Some(1))
+    );
+
+    // Something else changed as well (a failure counted meanwhile): copied at once.
+    let w = World::new().with_intent("a", 1, 0).reported("a", 1);
+    let mut mixed = finishing;
+    mixed["failed"] = json!(1);
+    let status = written_status(&w.mirror("a", 1, mixed).decide());
+    assert_eq!((status.active, status.failed), (Some(1), Some(1)));
+
+    // The first report of a transitional status is written (the Dispatched marker).
+    let mut first = running();
+    first["active"] = json!(0);
+    first["uncountedTerminatedPods"] = json!({"failed": ["pod-uid-2"]});
+    let w = World::new().with_intent("a", 1, 0).mirror("a", 1, first);
+    assert_eq!(
+        kinds(&w.decide()),
+        ["WriteOriginStatus", "Event(Dispatched)"]
+    );
+}
+
 #[test]
 fn spec_drift_flows_down() {
     let mut w = World::new()

@@ -88,6 +88,29 @@ impl<W: Workload> OriginOf<W> {
         })
     }
 
+    /// This view as of a later version of the same object whose spec and status did not change
+    /// (the answer to a metadata write): its labels, annotations and finalizers, its deletion mark
+    /// and `resource_version`, kept as [`Self::from_json`] keeps them.
+    pub fn with_metadata(
+        &self,
+        labels: BTreeMap<String, String>,
+        annotations: BTreeMap<String, String>,
+        finalizers: Vec<String>,
+        deletion_timestamp: Option<Timestamp>,
+        resource_version: Option<String>,
+    ) -> Self {
+        let mut oversized = Vec::new();
+        Self {
+            labels: keep(labels, &ORIGIN_LABEL_KEYS, &mut oversized),
+            annotations: keep(annotations, &ORIGIN_ANNOTATION_KEYS, &mut oversized),
+            oversized,
+            finalizers,
+            deletion_timestamp,
+            resource_version,
+            ..self.clone()
+        }
+    }
+
     /// Whether Courier owns this origin (`spec.managedBy`).
     pub fn is_ours(&self) -> bool {
         self.managed_by.as_deref() == Some(MANAGED_BY)
@@ -128,6 +151,7 @@ impl<W: Workload> MirrorOf<W> {
     /// Reads a remote object (as JSON) into a view.
     pub fn from_json(job: &Value) -> Result<Self, ViewError> {
         let meta = Meta::read(job)?;
+        let status = read_status::<W>(job)?;
         Ok(Self {
             namespace: meta.namespace,
             name: meta.name,
@@ -141,7 +165,8 @@ impl<W: Workload> MirrorOf<W> {
                 .filter(|(k, _)| k.starts_with("courier.dev/"))
                 .collect(),
             spec: SpecFields::keep(job.get("spec").unwrap_or(&Value::Null), W::SPEC_FIELDS),
-            status: read_status::<W>(job)?,
+            counting: W::uncounted(&status),
+            status,
             deleting: meta.deletion_timestamp.is_some(),
         })
     }
