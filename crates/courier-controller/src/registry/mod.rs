@@ -201,6 +201,17 @@ impl Cluster {
         *self.health.write_or_recover() = h;
     }
 
+    /// A check passed: when the worker is Ready and `Connected` already, only `last_probe` moves
+    /// (to `at`) and this returns true; in any other state nothing is recorded.
+    fn still_connected(&self, at: Timestamp) -> bool {
+        let mut h = self.health.write_or_recover();
+        let same = h.ready() && h.reason == courier_api::reasons::REASON_CONNECTED;
+        if same {
+            h.last_probe = Some(at);
+        }
+        same
+    }
+
     pub fn is_ready(&self) -> bool {
         self.health.read_or_recover().ready()
     }
