@@ -83,8 +83,8 @@ struct TaskState {
     /// Which required right the next check asks about (and whether it connects: every
     /// [`CONNECT_EVERY`]-th check does).
     turn: usize,
-    /// The checks' access reviews, encoded once per rights scope.
-    reviews: Option<Reviews>,
+    /// The checks' access reviews, encoded once per rights scope ([`super::Registry::reviews`]).
+    reviews: Option<Arc<Reviews>>,
     /// The running mirror watches, by scope; each token cancels one.
     watches: BTreeMap<WatchScope, CancellationToken>,
     /// The next successful probe restarts the watch (it may be deep in its own backoff).
@@ -270,7 +270,7 @@ async fn check(
     let scope = rights_scope(shared, &wc);
     let reviews = match st.reviews.take() {
         Some(r) if r.fit(scope) => r,
-        _ => Reviews::new(scope).map_err(|e| {
+        _ => shared.registry.reviews(scope).map_err(|e| {
             let f = classify(&conn.server, None, &e);
             (f.reason, f.message)
         })?,
