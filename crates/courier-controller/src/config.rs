@@ -86,8 +86,8 @@ pub struct LeaseTimings {
 #[derive(Debug, Clone)]
 pub struct Tuning {
     /// How often a healthy worker is checked between full probes (jittered, at most this): one
-    /// access review over a kept-alive connection, the next of the required rights in turn, plus a
-    /// TCP connect showing the server still takes new connections.
+    /// access review over a kept-alive connection, the next of the required rights in turn, and
+    /// at every other check a TCP connect showing the server still takes new connections.
     pub probe_interval: Duration,
     /// How often a healthy worker gets the full probe (`/version`, every access review, the
     /// `kube-system` UID, the origin id claim, the admission policy), jittered to between half

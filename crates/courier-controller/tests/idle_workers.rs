@@ -1,8 +1,8 @@
 //! Idle workers (issue #13): a healthy worker costs the controller requests in proportion to what
 //! changes, not to time. Between full probes (`Tuning::rights_interval`) each probe interval brings
-//! one access review over a kept-alive connection and a TCP connect, and a worker that stops
-//! taking new connections, or stops answering, is still not Ready within a probe interval plus
-//! the request timeout.
+//! one access review over a kept-alive connection, every other one a TCP connect too; a worker
+//! that stops answering is still not Ready within a probe interval plus the request timeout, one
+//! that stops taking new connections within one interval more.
 //!
 //! The request count is kubesim's own (every request the worker served, `/version` included); only
 //! the controller talks to the worker while it is counted.
@@ -28,6 +28,15 @@ async fn start_with(
     t: courier_controller::Tuning,
 ) -> (RecordedPair, tokio_util::sync::CancellationToken) {
     let pair = recorded_pair().await;
+    let stop = run_controller(&pair, t).await;
+    (pair, stop)
+}
+
+/// A controller for `pair` with tuning `t`, once its worker is Ready; the token stops it.
+async fn run_controller(
+    pair: &RecordedPair,
+    t: courier_controller::Tuning,
+) -> tokio_util::sync::CancellationToken {
     let ctl_client = client_for(&pair.mgmt.kubeconfig_for("ctl")).await;
     let controller = courier_controller::Controller::with_tuning(ctl_client, config(), t)
         .unwrap_or_else(|e| panic!("controller: {e}"));
@@ -38,7 +47,7 @@ async fn start_with(
         .await
         .unwrap_or_else(|_| panic!("controller not ready"));
     wait_ready_reason(&pair.mc, "w1", "True", "Connected").await;
-    (pair, stop)
+    stop
 }
 
 /// Over 12 probe intervals an idle Ready worker serves at most 4 requests per interval: a check
@@ -76,9 +85,15 @@ fn detection_budget() -> Duration {
     t.probe_interval + t.connect_timeout + t.request_timeout + Duration::from_secs(3)
 }
 
+/// The same for a worker that only stops taking new connections: only every other check connects
+/// (`registry::cluster::CONNECT_EVERY`), so one probe interval more.
+fn refusal_budget() -> Duration {
+    detection_budget() + tuning().probe_interval
+}
+
 /// With the check's connection open and kept alive, `fault` strikes the worker: it must be
-/// `Ready=False` (`Unreachable`) within the detection budget, and Ready again once lifted.
-async fn detected_within_budget(fault: FaultConfig) {
+/// `Ready=False` (`Unreachable`) within `budget`, and Ready again once lifted.
+async fn detected_within_budget(fault: FaultConfig, budget: Duration) {
     let (pair, stop) = start().await;
     tokio::time::sleep(probe_interval() * 3).await;
     let since = Instant::now();
@@ -86,9 +101,8 @@ async fn detected_within_budget(fault: FaultConfig) {
     wait_ready_reason(&pair.mc, "w1", "False", "Unreachable").await;
     let took = since.elapsed();
     assert!(
-        took <= detection_budget(),
-        "not Ready only after {took:?} (budget {:?})",
-        detection_budget()
+        took <= budget,
+        "not Ready only after {took:?} (budget {budget:?})"
     );
     pair.w1.set_faults(FaultConfig::default());
     wait_ready_reason(&pair.mc, "w1", "True", "Connected").await;
@@ -97,15 +111,18 @@ async fn detected_within_budget(fault: FaultConfig) {
 
 /// The worker's listener closes but its established connections keep being served (a server
 /// shutting down, a firewall letting only established flows through): the kept-alive check alone
-/// would still succeed, so the check's TCP connect must see it. Seen failing with that connect
-/// left out: "not Ready only after 7.747627187s (budget 6s)" (found by the next full probe, once
-/// the request client's idle connection had closed).
+/// would still succeed, so the check's TCP connect (every other check) must see it. Seen failing
+/// with that connect left out: "not Ready only after 7.747627187s (budget 6s)" (found by the next
+/// full probe, once the request client's idle connection had closed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_worker_that_refuses_new_connections_is_not_ready_within_a_probe_interval() {
-    detected_within_budget(FaultConfig {
-        refuse: true,
-        ..Default::default()
-    })
+async fn a_worker_that_refuses_new_connections_is_not_ready_within_two_probe_intervals() {
+    detected_within_budget(
+        FaultConfig {
+            refuse: true,
+            ..Default::default()
+        },
+        refusal_budget(),
+    )
     .await;
 }
 
@@ -113,10 +130,13 @@ async fn a_worker_that_refuses_new_connections_is_not_ready_within_a_probe_inter
 /// the full probe after it marks the worker unreachable within the same budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blackholed_worker_is_not_ready_within_a_probe_interval() {
-    detected_within_budget(FaultConfig {
-        blackhole: true,
-        ..Default::default()
-    })
+    detected_within_budget(
+        FaultConfig {
+            blackhole: true,
+            ..Default::default()
+        },
+        detection_budget(),
+    )
     .await;
 }
 
@@ -197,5 +217,43 @@ async fn the_checks_need_no_tls_handshake_of_their_own() {
     let handshakes = pair.w1.tls_handshakes() - before;
     println!("{handshakes} TLS handshakes in {window:?}");
     assert!(handshakes <= 1, "{handshakes} TLS handshakes in {window:?}");
+    stop.cancel();
+}
+
+/// Every other check opens a TCP connection to see that the worker still takes new ones, not
+/// every check (the connect and close were a quarter of an idle controller's CPU). Counted at a
+/// TCP proxy in front of the worker over 16 s of an idle Ready worker with no full probe and no
+/// watch renewal due: each check is one request served, so the connections are half the
+/// requests. Seen failing with a connect at every check: "33 connections for 33 checks".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_other_check_opens_a_tcp_connection() {
+    let pair = recorded_pair().await;
+    let proxy = Proxy::start(pair.w1.addr, true).await;
+    let through_proxy = proxy.kubeconfig(
+        &pair.w1.kubeconfig_for("ctl-w1"),
+        pair.w1.addr.port(),
+        "127.0.0.1",
+    );
+    put_secret(&pair.mc, "w1-kubeconfig", &through_proxy).await;
+    let stop = run_controller(
+        &pair,
+        courier_controller::Tuning {
+            rights_interval: Duration::from_secs(600),
+            watch_timeout: Duration::from_secs(120),
+            ..tuning()
+        },
+    )
+    .await;
+    tokio::time::sleep(probe_interval() * 4).await;
+    let (connections, checks) = (proxy.connections(), pair.w1.requests_served());
+    tokio::time::sleep(Duration::from_secs(16)).await;
+    let connections = proxy.connections() - connections;
+    let checks = pair.w1.requests_served() - checks;
+    println!("{connections} connections for {checks} checks");
+    assert!(checks >= 16, "only {checks} checks in 16 s");
+    assert!(
+        connections <= checks / 2 + 1 && connections + 1 >= checks / 2,
+        "{connections} connections for {checks} checks"
+    );
     stop.cancel();
 }

@@ -15,9 +15,7 @@ use courier_api::reasons::{
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
 use k8s_openapi::apimachinery::pkg::version::Info;
-use kube::api::PostParams;
 use kube::{Api, Client};
 
 use crate::api_calls::Scope;
@@ -126,14 +124,18 @@ pub async fn probe(
     // HTTP/1.1 each open a TLS connection (measured: most of an idle controller's CPU,
     // docs/benchmarks.md).
     // (where: None = cluster-wide, the rights missing there)
+    let reviews = Reviews::new(scope).map_err(|e| classify(server, user, &e))?;
     let mut missing: Vec<(Option<&str>, Vec<String>)> = Vec::new();
-    for right in required_rights(scope) {
-        match fresh(|| allowed(client, &right, deadline)).await {
+    for review in &reviews.rights {
+        match fresh(|| allowed(client, &review.body, deadline)).await {
             Ok(true) => {}
-            Ok(false) => match missing.iter_mut().find(|(p, _)| *p == right.namespace) {
-                Some((_, rights)) => rights.push(right.to_string()),
-                None => missing.push((right.namespace, vec![right.to_string()])),
-            },
+            Ok(false) => {
+                let place = review.namespace.as_deref();
+                match missing.iter_mut().find(|(p, _)| *p == place) {
+                    Some((_, rights)) => rights.push(review.label.clone()),
+                    None => missing.push((place, vec![review.label.clone()])),
+                }
+            }
             Err(e) => return Err(classify(server, user, &e)),
         }
     }
@@ -224,31 +226,89 @@ pub fn required_rights(scope: RightsScope<'_>) -> Vec<Right<'_>> {
     out
 }
 
+/// The access reviews of [`required_rights`] under one scope, each encoded once: the checks
+/// between full probes send one of them every probe interval, and building the typed review,
+/// encoding it, building its URL and decoding the whole typed answer at every check was a
+/// measurable share of an idle controller's CPU (docs/benchmarks.md, "Idle workers").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reviews {
+    /// The scope they were built for: `creating_namespaces` and `spec.namespaces`.
+    creating_namespaces: bool,
+    namespaces: Option<Vec<String>>,
+    rights: Vec<Review>,
+}
+
+/// One required right's access review, ready to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Review {
+    /// The right as failures name it (`delete jobs.batch`).
+    label: String,
+    /// Where it must hold (`None`: cluster-wide).
+    namespace: Option<String>,
+    /// The SelfSubjectAccessReview, JSON-encoded.
+    body: Vec<u8>,
+}
+
+impl Reviews {
+    /// The reviews of every right `scope` requires, in [`required_rights`]' order.
+    pub fn new(scope: RightsScope<'_>) -> Result<Self, CallError> {
+        let rights = required_rights(scope)
+            .into_iter()
+            .map(|right| {
+                let review = crate::api_calls::access_review_in(
+                    right.verb,
+                    right.group,
+                    right.resource,
+                    right.namespace,
+                );
+                let body = serde_json::to_vec(&review).map_err(|e| {
+                    CallError::Other(format!("encoding the access review of {right}: {e}"))
+                })?;
+                Ok(Review {
+                    label: right.to_string(),
+                    namespace: right.namespace.map(str::to_string),
+                    body,
+                })
+            })
+            .collect::<Result<_, CallError>>()?;
+        Ok(Self {
+            creating_namespaces: scope.creating_namespaces,
+            namespaces: scope.namespaces.map(<[String]>::to_vec),
+            rights,
+        })
+    }
+
+    /// Whether these are the reviews `scope` requires (else build them anew).
+    pub fn fit(&self, scope: RightsScope<'_>) -> bool {
+        self.creating_namespaces == scope.creating_namespaces
+            && self.namespaces.as_deref() == scope.namespaces
+    }
+}
+
 /// The check a healthy worker gets between full probes: one access review, the `turn`-th of
-/// [`required_rights`] (in turn, so every right is asked again within as many checks as there are
+/// `reviews` (in turn, so every right is asked again within as many checks as there are
 /// rights), on whatever connection `client` has open. One request proves the worker answers, takes
 /// the credentials and still grants that right; a missing right comes back as the `Forbidden`
 /// failure naming it (the full probe that follows names them all).
 pub async fn check_one_right(
     client: &Client,
     server: &str,
-    scope: RightsScope<'_>,
+    reviews: &Reviews,
     turn: usize,
     deadline: Duration,
 ) -> Result<(), ProbeFailure> {
-    let rights = required_rights(scope);
-    let Some(right) = rights.get(turn % rights.len().max(1)) else {
+    let Some(review) = reviews.rights.get(turn % reviews.rights.len().max(1)) else {
         return Ok(());
     };
-    match fresh(|| allowed(client, right, deadline)).await {
+    match fresh(|| allowed(client, &review.body, deadline)).await {
         Ok(true) => Ok(()),
         Ok(false) => Err(ProbeFailure {
             reason: REASON_FORBIDDEN,
             message: missing_rights_message(
                 server,
                 None,
-                scope.namespaces,
-                &[(right.namespace, vec![right.to_string()])],
+                reviews.namespaces.as_deref(),
+                &[(review.namespace.as_deref(), vec![review.label.clone()])],
             ),
         }),
         Err(e) => Err(classify(server, None, &e)),
@@ -281,19 +341,32 @@ pub async fn accepts_connections(server: &str, deadline: Duration) -> Result<(),
     }
 }
 
-async fn allowed(
-    client: &Client,
-    right: &Right<'_>,
-    deadline: Duration,
-) -> Result<bool, CallError> {
-    let review = crate::api_calls::access_review_in(
-        right.verb,
-        right.group,
-        right.resource,
-        right.namespace,
-    );
-    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let answer = with_timeout(deadline, api.create(&PostParams::default(), &review)).await?;
+/// Where access reviews are created.
+const ACCESS_REVIEWS_PATH: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+
+/// The one field of an access review's answer Courier reads (the rest of it, the spec echoed
+/// back, is skipped unread).
+#[derive(serde::Deserialize)]
+struct ReviewAnswer {
+    status: Option<ReviewStatus>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReviewStatus {
+    #[serde(default)]
+    allowed: bool,
+}
+
+/// Whether the worker allows the review `body` ([`Reviews`]); sent as it is, through the client's
+/// whole stack (authentication, the server's `Retry-After`, API errors as `CallError::Api`).
+async fn allowed(client: &Client, body: &[u8], deadline: Duration) -> Result<bool, CallError> {
+    let request = http::Request::post(ACCESS_REVIEWS_PATH)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(body.to_vec())
+        .map_err(|e| CallError::Other(format!("building an access review request: {e}")))?;
+    let text = with_timeout(deadline, client.request_text(request)).await?;
+    let answer: ReviewAnswer = serde_json::from_str(&text)
+        .map_err(|e| CallError::from_kube(kube::Error::SerdeError(e)))?;
     Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
@@ -395,6 +468,8 @@ pub fn classify(server: &str, user: Option<&str>, e: &CallError) -> ProbeFailure
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+
     use super::*;
 
     fn info(major: &str, minor: &str) -> Info {
@@ -479,6 +554,70 @@ mod tests {
             "{}",
             &f.message[f.message.len() - 60..]
         );
+    }
+
+    /// The checks' encoded reviews are the typed reviews the full probe used to build, one per
+    /// required right in order, and a change of scope is noticed.
+    #[test]
+    fn reviews_encode_every_required_right_once() {
+        let list = ["team-a".to_string()];
+        let scope = RightsScope {
+            creating_namespaces: false,
+            namespaces: Some(&list),
+        };
+        let reviews = Reviews::new(scope).unwrap_or_else(|e| panic!("{e}"));
+        let rights = required_rights(scope);
+        assert_eq!(reviews.rights.len(), rights.len());
+        for (review, right) in reviews.rights.iter().zip(&rights) {
+            let typed = crate::api_calls::access_review_in(
+                right.verb,
+                right.group,
+                right.resource,
+                right.namespace,
+            );
+            let decoded: SelfSubjectAccessReview =
+                serde_json::from_slice(&review.body).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(decoded, typed);
+            assert_eq!(review.label, right.to_string());
+            assert_eq!(review.namespace.as_deref(), right.namespace);
+        }
+        assert!(reviews.fit(scope));
+        let cluster_wide = RightsScope {
+            namespaces: None,
+            ..scope
+        };
+        assert!(!reviews.fit(cluster_wide));
+        assert!(!reviews.fit(RightsScope {
+            creating_namespaces: true,
+            ..scope
+        }));
+    }
+
+    /// Only `status.allowed` of an answer is read: a denial, an allowance, and an answer without
+    /// a status (denied).
+    #[test]
+    fn an_answer_is_read_for_its_allowed_field_only() {
+        let answer = |status: &str| {
+            format!(
+                r#"{{"kind":"SelfSubjectAccessReview","apiVersion":"authorization.k8s.io/v1",
+                "metadata":{{"creationTimestamp":null}},"spec":{{"resourceAttributes":
+                {{"namespace":"team-a","verb":"delete","group":"batch","resource":"jobs"}}}}
+                {status}}}"#
+            )
+        };
+        let allowed = |text: &str| {
+            serde_json::from_str::<ReviewAnswer>(text)
+                .map(|a| a.status.is_some_and(|s| s.allowed))
+                .unwrap_or_else(|e| panic!("{e}: {text}"))
+        };
+        assert!(allowed(&answer(
+            r#","status":{"allowed":true,"reason":"RBAC: allowed by RoleBinding"}"#
+        )));
+        assert!(!allowed(&answer(
+            r#","status":{"allowed":false,"denied":true}"#
+        )));
+        assert!(!allowed(&answer(r#","status":{}"#)));
+        assert!(!allowed(&answer("")));
     }
 
     fn throttled(retry_after: Option<u64>) -> CallError {

@@ -12,12 +12,14 @@
 //! the cluster task starts or connects, after any failure, on any wake-up of a Ready worker (a call
 //! or the watch failed, the Secret or the WorkerCluster changed, leadership) and otherwise every
 //! `Tuning::rights_interval` (jittered: 1,000 workers do not probe in lockstep). In between, every
-//! `Tuning::probe_interval` (jittered) a *check*: a TCP connect (the server still takes new
-//! connections) and one access review over the kept-alive connection of the full probe, for the next
-//! required right in turn. So a dead, blackholed or refusing worker, or revoked credentials, are
-//! seen within one probe interval (plus the request timeout), a revoked right within as many
-//! intervals as there are rights (at once when a call is refused), and a check costs one request
-//! and no TLS handshake. A failed check runs the full probe at once, which decides the condition.
+//! `Tuning::probe_interval` (jittered, then gathered into [`WAKE_SLOT`]s) a *check*: one access
+//! review over the kept-alive connection of the full probe, for the next required right in turn,
+//! and every [`CONNECT_EVERY`]-th check a TCP connect (the server still takes new connections). So
+//! a dead or blackholed worker, or revoked credentials, are seen within one probe interval (plus
+//! the request timeout), a worker refusing new connections within two (plus the connect timeout),
+//! a revoked right within as many intervals as there are rights (at once when a call is refused),
+//! and a check costs one request and no TLS handshake. A failed check runs the full probe at once,
+//! which decides the condition.
 //!
 //! A worker that cannot be reached costs one probe per backoff period: its mirror watch is stopped
 //! at the first failed probe and restarted by the next successful one, and a failure is logged when
@@ -55,7 +57,7 @@ use super::claim::{self, ClaimError};
 use super::lifecycle::{self, normalize_server};
 use super::{Cluster, Connection, Health, ProbeState, mirrors, status};
 use crate::backoff::Backoff;
-use crate::credentials::probe::{RightsScope, classify, fresh};
+use crate::credentials::probe::{Reviews, RightsScope, classify, fresh};
 use crate::credentials::{self, ClientTimeouts};
 use crate::errors::with_timeout;
 use crate::locks::MutexExt as _;
@@ -64,6 +66,12 @@ use crate::locks::MutexExt as _;
 const WATCH_READ_MARGIN: Duration = Duration::from_secs(30);
 /// Re-check interval while a connected cluster waits for its cache.
 const SYNC_POLL: Duration = Duration::from_millis(200);
+/// Every this many checks, the check also opens (and closes) a TCP connection: the server still
+/// takes new ones. Each full probe does too. A server that stopped accepting is thus seen within
+/// two probe intervals (plus the connect timeout when it drops the attempt silently), which stays
+/// inside the detection time docs/operations.md promises; the connect was a quarter of an idle
+/// controller's CPU at one per check (docs/benchmarks.md, "Idle workers").
+const CONNECT_EVERY: usize = 2;
 
 struct TaskState {
     backoff: Backoff,
@@ -72,8 +80,11 @@ struct TaskState {
     full_due: Option<Instant>,
     /// When a probe or check last succeeded.
     checked: Option<Instant>,
-    /// Which required right the next check asks about.
+    /// Which required right the next check asks about (and whether it connects: every
+    /// [`CONNECT_EVERY`]-th check does).
     turn: usize,
+    /// The checks' access reviews, encoded once per rights scope ([`super::Registry::reviews`]).
+    reviews: Option<Arc<Reviews>>,
     /// The running mirror watches, by scope; each token cancels one.
     watches: BTreeMap<WatchScope, CancellationToken>,
     /// The next successful probe restarts the watch (it may be deep in its own backoff).
@@ -91,6 +102,7 @@ pub async fn run(shared: Arc<Ctx>, cluster: Arc<Cluster>) {
         full_due: None,
         checked: None,
         turn: 0,
+        reviews: None,
         watches: BTreeMap::new(),
         fresh_watch: true,
         sweep: true,
@@ -102,13 +114,44 @@ pub async fn run(shared: Arc<Ctx>, cluster: Arc<Cluster>) {
         woken = tokio::select! {
             _ = cluster.cancel.cancelled() => break,
             _ = cluster.wake.notified() => true,
-            _ = tokio::time::sleep(delay) => false,
+            _ = tokio::time::sleep_until(wake_slot(Instant::now() + delay, delay)) => false,
         };
     }
     for (_, w) in std::mem::take(&mut st.watches) {
         w.cancel();
     }
     cluster.set_connection(None);
+}
+
+/// The checks of healthy workers wake at the end of a slot this long (the delays between them are
+/// seconds): the controller's threads wake once per slot for every worker due in it rather than
+/// once per worker (1,000 workers: ~100 checks a second, each waking a parked thread of its own
+/// before). A check comes at most this much later.
+const WAKE_SLOT: Duration = Duration::from_millis(250);
+
+/// When a cluster task sleeping `delay` until `at` wakes: at the end of `at`'s [`WAKE_SLOT`]
+/// (slots counted from the first call in this process) when the delay is that of a check, at
+/// `at` for the short ones (a cache sync poll, a backoff's first steps, the tests' tuning).
+fn wake_slot(at: Instant, delay: Duration) -> Instant {
+    static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    if delay < WAKE_SLOT * 20 {
+        return at;
+    }
+    let origin = Instant::from_std(*ORIGIN.get_or_init(std::time::Instant::now));
+    slot_end(origin, at, WAKE_SLOT)
+}
+
+/// The end of the `slot`-long slot (counted from `origin`) that `at` falls in; `at` itself on a
+/// boundary or before `origin`.
+fn slot_end(origin: Instant, at: Instant, slot: Duration) -> Instant {
+    let into = at.saturating_duration_since(origin).as_nanos();
+    let slot_ns = slot.as_nanos().max(1);
+    let rest = into % slot_ns;
+    if rest == 0 {
+        return at;
+    }
+    let up = u64::try_from(slot_ns - rest).unwrap_or(0);
+    at + Duration::from_nanos(up)
 }
 
 /// One pass (`woken`: by a wake-up rather than the timer); returns how long to sleep.
@@ -224,23 +267,34 @@ async fn check(
     let wc = cluster.worker_cluster();
     let turn = st.turn;
     st.turn = st.turn.wrapping_add(1);
+    let scope = rights_scope(shared, &wc);
+    let reviews = match st.reviews.take() {
+        Some(r) if r.fit(scope) => r,
+        _ => shared.registry.reviews(scope).map_err(|e| {
+            let f = classify(&conn.server, None, &e);
+            (f.reason, f.message)
+        })?,
+    };
     // The request client: its pooled connection outlives the probe interval (see `connect`), so
     // the check rides the connection the full probe or the previous check left open.
-    credentials::probe::check_one_right(
+    let answered = credentials::probe::check_one_right(
         &conn.request,
         &conn.server,
-        rights_scope(shared, &wc),
+        &reviews,
         turn,
         t.request_timeout,
     )
-    .await
-    .map_err(|f| (f.reason, f.message))?;
-    credentials::probe::accepts_connections(&conn.server, t.connect_timeout)
-        .await
-        .map_err(|e| {
-            let f = classify(&conn.server, None, &e);
-            (f.reason, f.message)
-        })?;
+    .await;
+    st.reviews = Some(reviews);
+    answered.map_err(|f| (f.reason, f.message))?;
+    if turn % CONNECT_EVERY == CONNECT_EVERY - 1 {
+        credentials::probe::accepts_connections(&conn.server, t.connect_timeout)
+            .await
+            .map_err(|e| {
+                let f = classify(&conn.server, None, &e);
+                (f.reason, f.message)
+            })?;
+    }
     st.checked = Some(Instant::now());
     Ok(())
 }
@@ -280,26 +334,30 @@ async fn settle(
         }
         st.sweep = false;
     }
-    let mut h = cluster.health();
-    if full {
-        h.policy =
-            credentials::probe::policy_installed(&conn.request, shared.tuning.request_timeout)
-                .await;
-        cluster.set_health(h.clone());
+    // A check on a worker that is Ready already changes nothing but the time of the last probe
+    // (the same message, version and transition time): no message built, no health copied.
+    if full || !cluster.still_connected(whole_seconds(Timestamp::now())) {
+        let mut h = cluster.health();
+        if full {
+            h.policy =
+                credentials::probe::policy_installed(&conn.request, shared.tuning.request_timeout)
+                    .await;
+            cluster.set_health(h.clone());
+        }
+        let version = version.or(h.server_version).unwrap_or_default();
+        let message = format!(
+            "connected to {} ({version}); the credentials have every right Courier needs",
+            conn.server
+        );
+        set_health(
+            shared,
+            cluster,
+            ProbeState::Ready,
+            REASON_CONNECTED,
+            message,
+            Some(version),
+        );
     }
-    let version = version.or(h.server_version).unwrap_or_default();
-    let message = format!(
-        "connected to {} ({version}); the credentials have every right Courier needs",
-        conn.server
-    );
-    set_health(
-        shared,
-        cluster,
-        ProbeState::Ready,
-        REASON_CONNECTED,
-        message,
-        Some(version),
-    );
     // A check refreshes the stored lastProbeTime only along with a real change.
     status::publish(shared, cluster, full).await;
     let interval = shared.tuning.probe_interval;
@@ -662,5 +720,36 @@ fn rights_scope<'a>(shared: &Ctx, wc: &'a courier_api::WorkerCluster) -> RightsS
         creating_namespaces: shared.cfg.worker_namespaces
             != courier_core::namespaces::WorkerNamespaces::MustExist,
         namespaces: wc.spec.namespaces.as_deref(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wake-ups due within one slot all fall on its end; a boundary stays where it is.
+    #[test]
+    fn check_wake_ups_are_gathered_at_slot_ends() {
+        let origin = Instant::now();
+        let slot = Duration::from_millis(250);
+        let end = origin + Duration::from_millis(10_250);
+        for ms in [10_001, 10_100, 10_249, 10_250] {
+            let at = origin + Duration::from_millis(ms);
+            assert_eq!(slot_end(origin, at, slot), end, "{ms} ms");
+        }
+        let next = origin + Duration::from_millis(10_251);
+        assert_eq!(
+            slot_end(origin, next, slot),
+            origin + Duration::from_millis(10_500)
+        );
+        // Short delays are not moved.
+        let soon = Instant::now() + Duration::from_millis(200);
+        assert_eq!(wake_slot(soon, Duration::from_millis(200)), soon);
+        let later = Instant::now() + Duration::from_secs(9);
+        let woken = wake_slot(later, Duration::from_secs(9));
+        assert!(
+            woken >= later && woken < later + WAKE_SLOT,
+            "{woken:?} {later:?}"
+        );
     }
 }

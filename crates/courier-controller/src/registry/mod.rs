@@ -17,10 +17,12 @@ pub mod mirrors;
 pub mod namespaces;
 pub mod status;
 
-use crate::locks::RwLockExt as _;
+use crate::credentials::probe::{Reviews, RightsScope};
+use crate::errors::CallError;
+use crate::locks::{MutexExt as _, RwLockExt as _};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use courier_api::reasons::CONDITION_READY;
 use courier_api::{LABEL_KUBECONFIG_SECRET, WorkerCluster};
@@ -201,6 +203,17 @@ impl Cluster {
         *self.health.write_or_recover() = h;
     }
 
+    /// A check passed: when the worker is Ready and `Connected` already, only `last_probe` moves
+    /// (to `at`) and this returns true; in any other state nothing is recorded.
+    fn still_connected(&self, at: Timestamp) -> bool {
+        let mut h = self.health.write_or_recover();
+        let same = h.ready() && h.reason == courier_api::reasons::REASON_CONNECTED;
+        if same {
+            h.last_probe = Some(at);
+        }
+        same
+    }
+
     pub fn is_ready(&self) -> bool {
         self.health.read_or_recover().ready()
     }
@@ -272,6 +285,8 @@ pub struct Registry {
     pub secrets: Secrets,
     /// The management cluster's namespaces: labels, and the `kube-system` UID.
     pub namespaces: namespaces::NamespaceLabels,
+    /// The checks' encoded access reviews, one per rights scope in use ([`Registry::reviews`]).
+    reviews: Mutex<Vec<Weak<Reviews>>>,
 }
 
 impl Registry {
@@ -287,6 +302,24 @@ impl Registry {
 
     pub fn all(&self) -> Vec<Arc<Cluster>> {
         self.clusters.read_or_recover().values().cloned().collect()
+    }
+
+    /// The checks' access reviews for `scope`, shared by every worker with that scope (most
+    /// workers have the same one: 1,000 copies were ~4 MB): built on first use, dropped with the
+    /// last worker using them.
+    pub fn reviews(&self, scope: RightsScope<'_>) -> Result<Arc<Reviews>, CallError> {
+        let mut known = self.reviews.lock_or_recover();
+        known.retain(|r| r.strong_count() > 0);
+        if let Some(r) = known
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|r| r.fit(scope))
+        {
+            return Ok(r);
+        }
+        let r = Arc::new(Reviews::new(scope)?);
+        known.push(Arc::downgrade(&r));
+        Ok(r)
     }
 
     fn remove(&self, name: &str) -> Option<Arc<Cluster>> {
@@ -470,4 +503,32 @@ pub async fn watch_secrets(shared: Arc<Ctx>) {
         },
     )
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Workers with the same rights scope share one set of encoded reviews; another scope gets
+    /// its own, and a set nobody holds any more is built anew.
+    #[test]
+    fn workers_with_one_scope_share_their_reviews() {
+        let registry = Registry::default();
+        let list = ["team-a".to_string()];
+        let wide = RightsScope {
+            creating_namespaces: false,
+            namespaces: None,
+        };
+        let listed = RightsScope {
+            namespaces: Some(&list),
+            ..wide
+        };
+        let reviews = |scope| registry.reviews(scope).unwrap_or_else(|e| panic!("{e}"));
+        let (a, b, c) = (reviews(wide), reviews(wide), reviews(listed));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c) && c.fit(listed));
+        drop((a, b));
+        assert!(reviews(wide).fit(wide));
+        assert_eq!(registry.reviews.lock_or_recover().len(), 2);
+    }
 }
