@@ -36,6 +36,16 @@ const ORIGIN_BOOKKEEPING_ANNOTATIONS: [&str; 4] = [
     ANNOTATION_SPEC_HASH,
 ];
 
+/// Whether an origin label is Courier's own bookkeeping, which [`mirror_for`] leaves out.
+pub fn is_bookkeeping_label(key: &str) -> bool {
+    ORIGIN_BOOKKEEPING_LABELS.contains(&key)
+}
+
+/// Whether an origin annotation is Courier's own bookkeeping, which [`mirror_for`] leaves out.
+pub fn is_bookkeeping_annotation(key: &str) -> bool {
+    ORIGIN_BOOKKEEPING_ANNOTATIONS.contains(&key)
+}
+
 /// Builds the mirror of `origin` (a batch/v1 Job as JSON) for placement epoch `epoch`.
 ///
 /// Keeps name, namespace, labels, annotations and the whole spec, minus: every other metadata field
@@ -86,9 +96,7 @@ pub fn mirror_for(origin: &Value, origin_id: &str, epoch: u64) -> Result<Value, 
         .ok_or(MirrorError::MissingField { field: "spec" })?;
 
     let mut labels = string_map(metadata.get("labels"));
-    for key in ORIGIN_BOOKKEEPING_LABELS {
-        labels.remove(key);
-    }
+    labels.retain(|k, _| !is_bookkeeping_label(k));
     for key in JOB_CONTROLLER_UID_LABELS {
         if labels.get(key).and_then(Value::as_str) == Some(uid) {
             labels.remove(key);
@@ -99,9 +107,7 @@ pub fn mirror_for(origin: &Value, origin_id: &str, epoch: u64) -> Result<Value, 
     labels.insert(LABEL_EPOCH.into(), json!(epoch.to_string()));
 
     let mut annotations = string_map(metadata.get("annotations"));
-    for key in ORIGIN_BOOKKEEPING_ANNOTATIONS {
-        annotations.remove(key);
-    }
+    annotations.retain(|k, _| !is_bookkeeping_annotation(k));
 
     spec.remove("managedBy");
     spec.remove("ttlSecondsAfterFinished");

@@ -6,7 +6,10 @@
 //! entry of the answer. This saves decoding the answer's labels, annotations and spec and trimming
 //! them again, four times per Job (one status copy per mirror status change).
 
+use std::collections::BTreeMap;
+
 use courier_core::job::finished;
+use courier_core::mirror::{is_bookkeeping_annotation, is_bookkeeping_label};
 use courier_core::reconcile::OriginView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
@@ -68,10 +71,17 @@ crate::watch::batch_v1_job_resource!(WriteAnswer);
 /// the version before: the write adds only Courier's bookkeeping keys, which a mirror never
 /// carries (`courier_core::mirror::mirror_for`). `None` when the spec may have changed too (the
 /// generation moved, e.g. a mutating admission webhook) or the answer lacks a version or a
-/// readable status: then the answer is trimmed whole.
+/// readable status: then the answer is trimmed whole. So is an answer whose other labels or
+/// annotations differ from the source's (a mutating admission webhook that edits metadata on
+/// update leaves the generation alone): the mirror must be built with them.
 pub fn metadata_applied(cached: &OriginEntry, answer: &SlimJob) -> Option<OriginEntry> {
     let m = &answer.metadata;
     if m.generation != cached.view.generation || m.resource_version.is_none() {
+        return None;
+    }
+    if let Some(source) = cached.source.as_deref()
+        && !same_mirrored_metadata(source, m.labels.as_ref(), m.annotations.as_ref())
+    {
         return None;
     }
     let mut view = cached.view.with_metadata(
@@ -90,6 +100,48 @@ pub fn metadata_applied(cached: &OriginEntry, answer: &SlimJob) -> Option<Origin
         entry.source = None;
     }
     Some(entry)
+}
+
+/// The labels and annotations of a cached mirror source (`store::Source`); its spec is skipped
+/// unread.
+#[derive(Deserialize)]
+struct SourceMetadata {
+    metadata: SourceLabels,
+}
+
+#[derive(Deserialize)]
+struct SourceLabels {
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+/// Whether `labels` and `annotations` are the source's, Courier's bookkeeping keys aside (the only
+/// keys the intent write adds, and ones no mirror carries). An unreadable source is not the same.
+fn same_mirrored_metadata(
+    source: &str,
+    labels: Option<&BTreeMap<String, String>>,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> bool {
+    fn same(
+        a: Option<&BTreeMap<String, String>>,
+        b: Option<&BTreeMap<String, String>>,
+        bookkeeping: fn(&str) -> bool,
+    ) -> bool {
+        let a = a.into_iter().flatten().filter(|(k, _)| !bookkeeping(k));
+        let b = b.into_iter().flatten().filter(|(k, _)| !bookkeeping(k));
+        a.eq(b)
+    }
+    let Ok(src) = serde_json::from_str::<SourceMetadata>(source) else {
+        return false;
+    };
+    same(src.metadata.labels.as_ref(), labels, is_bookkeeping_label)
+        && same(
+            src.metadata.annotations.as_ref(),
+            annotations,
+            is_bookkeeping_annotation,
+        )
 }
 
 #[cfg(test)]
@@ -152,7 +204,8 @@ mod tests {
     fn an_intent_answer_applied_to_the_cached_version_is_the_answers_own_entry() {
         let mut plain = origin("7", Value::Null);
         plain["metadata"]["labels"] = json!({"app": "x"});
-        plain["metadata"]["annotations"] = json!({"courier.dev/cluster-selector": "a=b"});
+        plain["metadata"]["annotations"] = json!({"courier.dev/cluster-selector": "a=b",
+                                                  "courier.dev/huge": "x".repeat(2000)});
         plain["metadata"]["finalizers"] = json!([]);
         let before = trim(&plain)
             .ok()
@@ -165,7 +218,6 @@ mod tests {
         after["metadata"]["labels"]["courier.dev/cluster"] = json!("w1");
         after["metadata"]["annotations"]["courier.dev/epoch"] = json!("2");
         after["metadata"]["annotations"]["courier.dev/redispatches"] = json!("1");
-        after["metadata"]["annotations"]["courier.dev/huge"] = json!("x".repeat(2000));
         let full = trim(&after)
             .ok()
             .flatten()
@@ -177,6 +229,17 @@ mod tests {
         assert_eq!(cheap.created, full.created);
         assert_eq!(cheap.source, before.source);
         assert_eq!(cheap.view.intent().map(|i| i.epoch), Some(2));
+
+        // Metadata the write did not send (a mutating webhook on update): the mirror needs it,
+        // so the answer is trimmed whole.
+        let mut mutated = after.clone();
+        mutated["metadata"]["labels"]["team"] = json!("added-by-a-webhook");
+        let mutated: SlimJob = serde_json::from_value(mutated).unwrap_or_else(|e| panic!("{e}"));
+        assert!(metadata_applied(&before, &mutated).is_none());
+        let mut mutated = after.clone();
+        mutated["metadata"]["annotations"]["note"] = json!("added-by-a-webhook");
+        let mutated: SlimJob = serde_json::from_value(mutated).unwrap_or_else(|e| panic!("{e}"));
+        assert!(metadata_applied(&before, &mutated).is_none());
 
         after["metadata"]["generation"] = json!(2);
         let moved: SlimJob = serde_json::from_value(after).unwrap_or_else(|e| panic!("{e}"));
