@@ -9,7 +9,8 @@ use std::sync::Mutex;
 
 use jiff::Timestamp;
 use serde::Serialize;
-use serde_json::Value;
+
+use crate::store::Stored;
 
 /// The label naming a mirror's origin Job.
 pub const ORIGIN_UID_LABEL: &str = "courier.dev/origin-uid";
@@ -86,30 +87,17 @@ impl Instruments {
         lock(&self.starts).clone()
     }
 
-    /// Notes a created object (`obj` as stored).
-    pub fn record_create(&self, group: &str, plural: &str, obj: &Value, user: &str) {
-        let meta = obj.get("metadata");
-        let s = |k: &str| {
-            meta.and_then(|m| m.get(k))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        let labels = meta
-            .and_then(|m| m.get("labels"))
-            .and_then(Value::as_object)
-            .map(|l| {
-                l.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
+    /// Notes a created object, from what its stored form keeps outside the JSON (not parsed again).
+    pub fn record_create(&self, group: &str, plural: &str, obj: &Stored, user: &str) {
         lock(&self.creates).push(Created {
             resource: resource_name(group, plural),
-            namespace: s("namespace"),
-            name: s("name"),
-            uid: s("uid"),
-            labels,
+            namespace: obj.namespace().to_string(),
+            name: obj.name().to_string(),
+            uid: obj.uid().to_string(),
+            labels: obj
+                .labels()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             user: user.to_string(),
             time: crate::time::format_nano(Timestamp::now()),
         });
@@ -153,13 +141,13 @@ mod tests {
         i.record_create(
             "batch",
             "jobs",
-            &json!({"metadata": {"name": "j", "labels": {"x": "y"}}}),
+            &Stored::new(2, json!({"metadata": {"name": "j", "labels": {"x": "y"}}})),
             "alice",
         );
         i.record_create(
             "coordination.k8s.io",
             "leases",
-            &json!({"metadata": {"name": "l"}}),
+            &Stored::new(3, json!({"metadata": {"name": "l"}})),
             "bob",
         );
         let jobs = i.creates(Some("jobs"));

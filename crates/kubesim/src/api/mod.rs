@@ -249,7 +249,7 @@ impl Api {
         o: &WriteOpts,
         managed_fields_done: bool,
     ) -> Result<Written, ApiError> {
-        let info = s.info().clone();
+        let info = s.info();
         if info.namespaced {
             match get_str(&obj, &["metadata", "namespace"]) {
                 Some(b) if !b.is_empty() && b != ns => {
@@ -317,7 +317,7 @@ impl Api {
             self,
             &crate::admission::Request {
                 operation: "CREATE",
-                info: &info,
+                info,
                 subresource: "",
                 namespace: ns,
                 name: &name,
@@ -343,7 +343,7 @@ impl Api {
         self.instruments.record_create(
             &info.group,
             &info.plural,
-            &st.value(),
+            &st,
             o.user.as_deref().unwrap_or(&o.manager),
         );
         Ok(Written {
@@ -482,7 +482,7 @@ impl Api {
         o: &WriteOpts,
         managed_fields_done: bool,
     ) -> Result<Option<Written>, ApiError> {
-        let info = s.info().clone();
+        let info = s.info();
         if want_rv.is_some_and(|rv| rv != old.rv) {
             return Err(ApiError::modified(&info.group, &info.plural, name));
         }
@@ -572,7 +572,7 @@ impl Api {
             self,
             &crate::admission::Request {
                 operation: "UPDATE",
-                info: &info,
+                info,
                 subresource: if part == Part::Status { "status" } else { "" },
                 namespace: ns,
                 name,

@@ -240,7 +240,35 @@ type Key = (String, String, String);
 /// Every served resource, by `(group, version, plural)`. Custom resources come and go at run time.
 #[derive(Default)]
 pub struct Registry {
-    map: RwLock<HashMap<Key, Arc<Served>>>,
+    map: RwLock<Resources>,
+}
+
+/// The served resources, and how many of them each group has (every resource request asks whether
+/// its group is served: one lookup instead of a sorted copy of the whole registry).
+#[derive(Default)]
+struct Resources {
+    by_key: HashMap<Key, Arc<Served>>,
+    per_group: HashMap<String, usize>,
+}
+
+impl Resources {
+    fn insert(&mut self, key: Key, s: Arc<Served>) {
+        let group = key.0.clone();
+        if self.by_key.insert(key, s).is_none() {
+            *self.per_group.entry(group).or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, key: &Key) {
+        if self.by_key.remove(key).is_some()
+            && let Some(n) = self.per_group.get_mut(&key.0)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.per_group.remove(&key.0);
+            }
+        }
+    }
 }
 
 impl Registry {
@@ -279,14 +307,21 @@ impl Registry {
 
     pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Served>> {
         self.read()
+            .by_key
             .get(&(group.into(), version.into(), plural.into()))
             .cloned()
+    }
+
+    /// Whether any version of `group` is served.
+    pub fn has_group(&self, group: &str) -> bool {
+        self.read().per_group.contains_key(group)
     }
 
     /// Every served resource, sorted by group, version, plural.
     pub fn all(&self) -> Vec<Arc<Served>> {
         let mut v: Vec<_> = self
             .read()
+            .by_key
             .iter()
             .map(|(k, s)| (k.clone(), s.clone()))
             .collect();
@@ -294,11 +329,11 @@ impl Registry {
         v.into_iter().map(|(_, s)| s).collect()
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Key, Arc<Served>>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Resources> {
         self.map.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Key, Arc<Served>>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Resources> {
         self.map.write().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -133,11 +133,6 @@ pub fn group(reg: &Registry, name: &str) -> Option<Value> {
     None
 }
 
-/// Whether any version of `group` is served.
-pub fn has_group(reg: &Registry, group: &str) -> bool {
-    reg.all().iter().any(|s| s.info().group == group)
-}
-
 fn resource_entries(list: &[Arc<Served>]) -> Vec<Value> {
     let mut entries: Vec<(String, Value)> = Vec::new();
     for s in list {

@@ -450,12 +450,12 @@ fn route(state: &ServerState, req: &Request<Incoming>, path: &str) -> Route {
         },
         ["apis", g, v] => match discovery::resource_list(reg, g, v) {
             Some(d) => discovery(d, false),
-            None if discovery::has_group(reg, g) => no_resource(),
+            None if reg.has_group(g) => no_resource(),
             None => Route::Response(page_not_found()),
         },
         ["api", v, rest @ ..] => resource_route(reg, "", v, rest),
         ["apis", g, v, rest @ ..] => {
-            if discovery::has_group(reg, g) {
+            if reg.has_group(g) {
                 resource_route(reg, g, v, rest)
             } else {
                 Route::Response(page_not_found())

@@ -85,8 +85,11 @@ fn prune(schema: &Schema, ty: TypeId, v: &mut Value, path: &mut String, out: &mu
         Value::Object(m) => {
             let Some(md) = &def.map else { return };
             let mut unknown = Vec::new();
+            // Keys and declared fields are both sorted by name: walked together, no search per key.
+            let mut fields = md.fields.iter().peekable();
             for (k, child) in m.iter_mut() {
-                let child_ty = match md.field(k) {
+                while fields.next_if(|f| *f.name < **k).is_some() {}
+                let child_ty = match fields.next_if(|f| *f.name == **k) {
                     Some(f) => Some(f.ty),
                     None => md.elem,
                 };

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::model::{GoMode, ListKind, ScalarKind, Schema, TypeId};
+use super::model::{Field, GoMode, ListKind, ScalarKind, Schema, TypeId};
 
 /// Normalises `obj` (a value of type `ty`) in place like the Go JSON round trip. Custom resources are
 /// unstructured in the real server and only their `metadata` is normalised (by the schema's own modes).
@@ -60,51 +60,67 @@ fn normalize_struct(schema: &Schema, ty: TypeId, m: &mut Map<String, Value>) {
     let Some(md) = &schema.get(ty).map else {
         return;
     };
-    for f in md.fields.iter() {
-        let key: &str = &f.name;
-        match &f.go {
-            GoMode::Pointer | GoMode::OmitZero => {
-                if matches!(m.get(key), Some(Value::Null)) {
-                    m.remove(key);
-                }
-            }
-            GoMode::Empty => {
-                let drop = match m.get(key) {
-                    Some(Value::Null) => true,
-                    Some(Value::Array(a)) => a.is_empty(),
-                    Some(Value::Object(o)) => o.is_empty(),
-                    // A JSON string for a []byte field: empty base64 is an empty slice.
-                    Some(Value::String(s)) => s.is_empty(),
-                    _ => false,
-                };
-                if drop {
-                    m.remove(key);
-                }
-            }
-            GoMode::ValueScalar => {
-                if m.get(key).is_some_and(is_zero_scalar) {
-                    m.remove(key);
-                }
-            }
-            GoMode::Never(zero) => match m.get(key) {
-                None | Some(Value::Null) => {
-                    m.insert(key.to_string(), zero.clone());
-                }
-                _ => {}
-            },
-            GoMode::ValueStruct => match m.get(key) {
-                None | Some(Value::Null) => {
-                    m.insert(key.to_string(), zero_struct(schema, f.ty));
-                }
-                _ => {}
-            },
-            // Unstructured content is stored as sent.
-            GoMode::Raw => continue,
-        }
-        if let Some(v) = m.get_mut(key) {
-            normalize_value(schema, f.ty, v);
+    // The declared fields and the object's keys are both sorted by name (the fields for binary search,
+    // the keys as a BTreeMap's), so one merged walk pairs them: no search per declared field.
+    let mut fields = md.fields.iter().peekable();
+    let mut dropped: Vec<String> = Vec::new();
+    let mut absent: Vec<&Field> = Vec::new();
+    for (key, v) in m.iter_mut() {
+        absent.extend(std::iter::from_fn(|| fields.next_if(|f| *f.name < **key)));
+        let Some(f) = fields.next_if(|f| *f.name == **key) else {
+            continue;
+        };
+        if !normalize_present(schema, f, v) {
+            dropped.push(key.clone());
         }
     }
+    absent.extend(fields);
+    for k in &dropped {
+        m.remove(k);
+    }
+    for f in absent {
+        let mut zero = match &f.go {
+            GoMode::Never(zero) => zero.clone(),
+            GoMode::ValueStruct => zero_struct(schema, f.ty),
+            _ => continue,
+        };
+        normalize_value(schema, f.ty, &mut zero);
+        m.insert(f.name.to_string(), zero);
+    }
+}
+
+/// Normalises the value of the declared field `f`; `false` when the round trip omits it.
+fn normalize_present(schema: &Schema, f: &Field, v: &mut Value) -> bool {
+    let omitted = match &f.go {
+        GoMode::Pointer | GoMode::OmitZero => v.is_null(),
+        GoMode::Empty => match v {
+            Value::Null => true,
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            // A JSON string for a []byte field: empty base64 is an empty slice.
+            Value::String(s) => s.is_empty(),
+            _ => false,
+        },
+        GoMode::ValueScalar => is_zero_scalar(v),
+        GoMode::Never(zero) => {
+            if v.is_null() {
+                *v = zero.clone();
+            }
+            false
+        }
+        GoMode::ValueStruct => {
+            if v.is_null() {
+                *v = zero_struct(schema, f.ty);
+            }
+            false
+        }
+        // Unstructured content is stored as sent.
+        GoMode::Raw => return true,
+    };
+    if !omitted {
+        normalize_value(schema, f.ty, v);
+    }
+    !omitted
 }
 
 fn is_zero_scalar(v: &Value) -> bool {

@@ -117,6 +117,32 @@ fn list_semantics_come_from_the_openapi_extensions() {
 }
 
 #[test]
+fn object_keys_iterate_sorted_like_declared_fields() {
+    // `normalize` and `prune` walk an object's keys together with its type's declared fields (sorted by
+    // name): that needs serde_json's sorted map (its `preserve_order` feature off in the whole build).
+    let obj = json!({"spec": 1, "apiVersion": 2, "status": 3, "kind": 4, "metadata": 5});
+    let keys: Vec<&str> = obj
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["apiVersion", "kind", "metadata", "spec", "status"]);
+    let job = job();
+    let structs: Vec<_> = job
+        .schema()
+        .types
+        .iter()
+        .filter_map(|t| t.map.as_ref())
+        .collect();
+    assert!(structs.len() > 100, "{}", structs.len());
+    for md in structs {
+        let names: Vec<&str> = md.fields.iter().map(|f| &*f.name).collect();
+        assert!(names.is_sorted(), "{names:?}");
+    }
+}
+
+#[test]
 fn normalize_does_the_go_json_round_trip() {
     let t = job();
     let mut obj = json!({
