@@ -123,8 +123,11 @@ impl MirrorCache {
             .collect()
     }
 
-    pub fn get(&self, key: &ObjectKey) -> Option<MirrorEntry> {
-        self.read().map.get(key).cloned()
+    /// The cached view of `key` and when it reached the cache (what a reconcile reads: no copy).
+    pub fn view(&self, key: &ObjectKey) -> Option<(Arc<MirrorView>, Instant)> {
+        let inner = self.read();
+        let entry = inner.map.get(key)?;
+        Some((entry.view.clone(), entry.observed_at))
     }
 
     pub fn len(&self) -> usize {
