@@ -92,6 +92,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -186,7 +187,7 @@ pub enum ObservationOf<W: Workload> {
     /// The synced cache has no Job with that name.
     Absent,
     /// A Job with that name (whoever's it is).
-    Present(Box<MirrorOf<W>>),
+    Present(Arc<MirrorOf<W>>),
 }
 
 /// Controller settings decide depends on.

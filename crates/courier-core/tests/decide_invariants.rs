@@ -155,7 +155,7 @@ impl Sim {
                     "metadata": {"name": "job", "namespace": "default", "uid": job.uid, "labels": job.labels},
                     "spec": job.walker.job["spec"], "status": status
                 });
-                MirrorObservation::Present(Box::new(
+                MirrorObservation::Present(std::sync::Arc::new(
                     MirrorView::from_json(&view).unwrap_or_else(|e| self.fail(&e.to_string())),
                 ))
             }

@@ -145,7 +145,9 @@ impl World {
         m["status"] = status;
         self.mirrors.insert(
             cluster.into(),
-            MirrorObservation::Present(Box::new(MirrorView::from_json(&m).expect("mirror view"))),
+            MirrorObservation::Present(std::sync::Arc::new(
+                MirrorView::from_json(&m).expect("mirror view"),
+            )),
         );
         self
     }
@@ -153,7 +155,7 @@ impl World {
     /// The mirror on `cluster` has a deletionTimestamp.
     fn deleting(mut self, cluster: &str) -> Self {
         if let Some(MirrorObservation::Present(m)) = self.mirrors.get_mut(cluster) {
-            m.deleting = true;
+            std::sync::Arc::make_mut(m).deleting = true;
         }
         self
     }
@@ -760,7 +762,9 @@ fn a_refused_change_recreates_only_a_suspended_mirror_without_active_pods() {
             .reported("a", 1)
             .mirror("a", 1, json!({"active": active}));
         if let Some(MirrorObservation::Present(m)) = w.mirrors.get_mut("a") {
-            m.spec.set("suspend", json!(suspended));
+            std::sync::Arc::make_mut(m)
+                .spec
+                .set("suspend", json!(suspended));
         }
         w.origin["spec"]["suspend"] = json!(suspended);
         w.origin["spec"]["parallelism"] = json!(4);

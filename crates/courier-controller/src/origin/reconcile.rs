@@ -109,10 +109,10 @@ pub fn gather(shared: &Ctx, key: &ObjectKey) -> Option<Inputs> {
             // One Job under two names: read through the name it was placed with only.
             MirrorObservation::Unknown
         } else if health.ready() && server.mirrors.is_synced_for(&key.namespace) {
-            match server.mirrors.get(key) {
-                Some(m) => {
-                    observed_at.insert(c.name.clone(), m.observed_at);
-                    MirrorObservation::Present(Box::new((*m.view).clone()))
+            match server.mirrors.view(key) {
+                Some((view, seen)) => {
+                    observed_at.insert(c.name.clone(), seen);
+                    MirrorObservation::Present(view)
                 }
                 None => MirrorObservation::Absent,
             }

@@ -122,7 +122,18 @@ pub fn trim(job: &Value) -> Result<Option<OriginEntry>, ViewError> {
 
 /// The view and creation time of a managed Job; `None` when it is not Courier's.
 fn trim_view(job: &Value) -> Result<Option<(OriginView, Option<Timestamp>)>, ViewError> {
-    let spec = job.get("spec").and_then(Value::as_object);
+    let meta = job.get("metadata").and_then(Value::as_object);
+    let status = job.get("status").cloned().unwrap_or(Value::Null);
+    trim_parts(meta, job.get("spec"), status)
+}
+
+/// [`trim_view`] of a Job's metadata, spec and status.
+fn trim_parts(
+    meta: Option<&Map<String, Value>>,
+    spec_value: Option<&Value>,
+    status: Value,
+) -> Result<Option<(OriginView, Option<Timestamp>)>, ViewError> {
+    let spec = spec_value.and_then(Value::as_object);
     let managed = spec
         .and_then(|s| s.get("managedBy"))
         .and_then(Value::as_str)
@@ -130,10 +141,7 @@ fn trim_view(job: &Value) -> Result<Option<(OriginView, Option<Timestamp>)>, Vie
     if !managed {
         return Ok(None);
     }
-    let meta = job
-        .get("metadata")
-        .and_then(Value::as_object)
-        .ok_or(ViewError::MissingField { field: "metadata" })?;
+    let meta = meta.ok_or(ViewError::MissingField { field: "metadata" })?;
     let mut m = Map::new();
     for key in [
         "name",
@@ -179,11 +187,10 @@ fn trim_view(job: &Value) -> Result<Option<(OriginView, Option<Timestamp>)>, Vie
     let trimmed = json!({
         "metadata": m,
         "spec": s,
-        "status": job.get("status").cloned().unwrap_or(Value::Null),
+        "status": status,
     });
     let mut view = OriginView::from_json(&trimmed)?;
-    view.template_hash =
-        spec.and_then(|s| courier_core::drift::template_hash(&Value::Object(s.clone())));
+    view.template_hash = spec_value.and_then(courier_core::drift::template_hash);
     let created = meta
         .get("creationTimestamp")
         .and_then(Value::as_str)
@@ -199,16 +206,24 @@ pub fn trim_job(job: &SlimJob) -> Result<Option<OriginEntry>, ViewError> {
         return Ok(None);
     }
     let m = &job.metadata;
-    let json = json!({
-        "metadata": {
-            "name": m.name, "namespace": m.namespace, "uid": m.uid,
-            "resourceVersion": m.resource_version, "generation": m.generation,
-            "creationTimestamp": m.creation_timestamp, "deletionTimestamp": m.deletion_timestamp,
-            "finalizers": m.finalizers, "labels": m.labels, "annotations": m.annotations,
-        },
-        "spec": spec,
+    // Only the labels and annotations decisions read are copied; the status is decoded below.
+    let kept = |map: &Option<BTreeMap<String, String>>, keys: &[&str]| -> Value {
+        map.as_ref().map_or(Value::Null, |map| {
+            keys.iter()
+                .filter_map(|k| Some((k.to_string(), Value::from(map.get(*k)?.as_str()))))
+                .collect::<Map<String, Value>>()
+                .into()
+        })
+    };
+    let meta = json!({
+        "name": m.name, "namespace": m.namespace, "uid": m.uid,
+        "resourceVersion": m.resource_version, "generation": m.generation,
+        "creationTimestamp": m.creation_timestamp, "deletionTimestamp": m.deletion_timestamp,
+        "finalizers": m.finalizers,
+        "labels": kept(&m.labels, &ORIGIN_LABEL_KEYS),
+        "annotations": kept(&m.annotations, &ORIGIN_ANNOTATION_KEYS),
     });
-    let Some((mut view, created)) = trim_view(&json)? else {
+    let Some((mut view, created)) = trim_parts(meta.as_object(), Some(&spec), Value::Null)? else {
         return Ok(None);
     };
     // The status is decoded from its text straight into its cached form.
@@ -376,20 +391,26 @@ impl OriginStore {
         Upsert::Changed
     }
 
-    /// Whether the cache holds `key` at `resource_version` already (a version is one object, so
-    /// nothing in it needs decoding again). That is how most of our own writes come back through
-    /// the watch after [`Self::write_through`]: the hold they set is released here, as
-    /// [`Self::upsert`] would.
-    pub fn holds_version(&self, key: &ObjectKey, resource_version: &str) -> bool {
+    /// Whether the watch's `resource_version` of `key` needs decoding: not when the cache holds it
+    /// (how most of our own writes come back after [`Self::write_through`]; their hold is released
+    /// here, as [`Self::upsert`] would), nor when a write of ours holds a later version outside a
+    /// re-list ([`Self::upsert`] would ignore it as older).
+    pub fn needs_decoding(&self, key: &ObjectKey, resource_version: &str) -> bool {
         let mut inner = self.write();
         let held = inner
             .map
             .get(key)
             .is_some_and(|e| e.view.resource_version.as_deref() == Some(resource_version));
-        if held && inner.ahead.get(key).map(String::as_str) == Some(resource_version) {
-            inner.ahead.remove(key);
+        match inner.ahead.get(key).map(String::as_str) {
+            Some(ours) if ours == resource_version => {
+                if held {
+                    inner.ahead.remove(key);
+                }
+                !held
+            }
+            Some(_) if !inner.relisting => false,
+            _ => !held,
         }
-        held
     }
 
     /// Drops the mirror source of `key`'s entry if it is still the version `resource_version`: the
@@ -468,9 +489,10 @@ impl Cache<SlimJob> for OriginStore {
 
     /// Stores a managed origin; true when it is new or a newer version (see [`OriginStore::upsert`]).
     fn store(&self, key: &ObjectKey, obj: SlimJob) -> bool {
-        // The answers to our own writes are cached already: skip trimming them a second time.
+        // The answers to our own writes are cached already, and what the watch delivers before
+        // the last of them is older: neither is trimmed.
         if let Some(rv) = obj.metadata.resource_version.as_deref()
-            && self.holds_version(key, rv)
+            && !self.needs_decoding(key, rv)
         {
             return false;
         }
@@ -727,6 +749,27 @@ mod tests {
         s.set_relisting(true);
         assert_eq!(s.upsert(k.clone(), x), Upsert::Changed);
         assert_eq!(rv(&s).as_deref(), Some("x"));
+    }
+
+    /// What the watch delivers while a write of ours holds a later version is older: not decoded
+    /// (outside a re-list); the held version itself neither, and it releases the hold.
+    #[test]
+    fn versions_behind_our_own_write_are_not_decoded() {
+        let s = OriginStore::default();
+        let k = ObjectKey::new("ns", "a");
+        let entry = |rv| trim(&job(rv, Some("w1"), false)).ok().flatten();
+        let (Some(a), Some(c)) = (entry("a"), entry("c")) else {
+            panic!("ours")
+        };
+        s.upsert(k.clone(), a);
+        assert!(s.needs_decoding(&k, "b"), "nothing of ours is ahead");
+        assert_eq!(s.write_through(k.clone(), "a", c), Upsert::Changed);
+        assert!(!s.needs_decoding(&k, "b"), "behind our write");
+        s.set_relisting(true);
+        assert!(s.needs_decoding(&k, "b"), "a re-list decodes what it lists");
+        s.set_relisting(false);
+        assert!(!s.needs_decoding(&k, "c"), "held already");
+        assert!(s.needs_decoding(&k, "b"), "released by its version");
     }
 
     /// The watch delivering the version our write put here first is not decoded again, and it

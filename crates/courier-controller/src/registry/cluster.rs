@@ -70,7 +70,9 @@ const SYNC_POLL: Duration = Duration::from_millis(200);
 /// takes new ones. Each full probe does too. A server that stopped accepting is thus seen within
 /// two probe intervals (plus the connect timeout when it drops the attempt silently), which stays
 /// inside the detection time docs/operations.md promises; the connect was a quarter of an idle
-/// controller's CPU at one per check (docs/benchmarks.md, "Idle workers").
+/// controller's CPU at one per check (docs/benchmarks.md, "Idle workers"). A kube-apiserver counts
+/// each such connect in `apiserver_tls_handshake_errors_total` (a handshake that got EOF; see
+/// docs/operations.md, where operators alerting on that metric read it).
 const CONNECT_EVERY: usize = 2;
 
 struct TaskState {

@@ -15,7 +15,8 @@
 //! An entry keeps what `decide` and status translation read: name, namespace, uid, the three
 //! `courier.dev/*` ownership labels and Courier's `courier.dev/*` annotations (hashes of what was
 //! sent) as short sorted lists (`courier_core::compact::SmallMap`, known keys not copied), the
-//! spec fields that flow down (`SpecFields`), the status decoded straight from the event's
+//! spec fields that flow down (`SpecFields`, decoded alone: the pod template is skipped unread,
+//! [`SlimJob::spec_fields`]), the status decoded straight from the event's
 //! text into a `CachedStatus` (without `uncountedTerminatedPods`: worker pod UIDs mean nothing to
 //! the origin; only whether it lists any, `MirrorView::counting`) and the deletion mark. No pod template, no managedFields, no other labels: about 1.5 KB of heap for a
 //! finished mirror (`entry_memory.rs` bounds it).
@@ -122,8 +123,11 @@ impl MirrorCache {
             .collect()
     }
 
-    pub fn get(&self, key: &ObjectKey) -> Option<MirrorEntry> {
-        self.read().map.get(key).cloned()
+    /// The cached view of `key` and when it reached the cache (what a reconcile reads: no copy).
+    pub fn view(&self, key: &ObjectKey) -> Option<(Arc<MirrorView>, Instant)> {
+        let inner = self.read();
+        let entry = inner.map.get(key)?;
+        Some((entry.view.clone(), entry.observed_at))
     }
 
     pub fn len(&self) -> usize {
@@ -238,6 +242,7 @@ impl MirrorCache {
 
 /// Trims a worker Job into a cache entry (None if it has no name/uid or is unreadable).
 pub fn trim(obj: &SlimJob) -> Option<(ObjectKey, MirrorEntry)> {
+    const KEPT: &[&str] = BatchJob::SPEC_FIELDS;
     let meta = &obj.metadata;
     let name = meta.name.clone()?;
     let namespace = meta.namespace.clone().unwrap_or_default();
@@ -272,7 +277,7 @@ pub fn trim(obj: &SlimJob) -> Option<(ObjectKey, MirrorEntry)> {
     let view = MirrorView {
         labels,
         annotations,
-        spec: SpecFields::keep(&obj.spec_value(), BatchJob::SPEC_FIELDS),
+        spec: SpecFields::keep(&obj.spec_fields(KEPT), KEPT),
         status: status.into(),
         deleting: meta.deletion_timestamp.is_some(),
         counting,

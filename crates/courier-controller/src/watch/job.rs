@@ -7,10 +7,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
-use serde_json::Value;
 use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 /// A Job, decoded only as far as Courier reads it.
 #[derive(Clone, Debug, Deserialize)]
@@ -34,6 +34,20 @@ impl SlimJob {
             .unwrap_or(Value::Null)
     }
 
+    /// Only the fields of the spec named in `keys`, as a JSON object (`Null` when the spec is absent
+    /// or unreadable): every other field (the pod template above all) is skipped without building
+    /// anything, where [`Self::spec_value`] builds the whole tree.
+    pub fn spec_fields(&self, keys: &[&'static str]) -> Value {
+        let Some(text) = self.spec.as_deref().map(RawValue::get) else {
+            return Value::Null;
+        };
+        let mut de = serde_json::Deserializer::from_str(text);
+        match (Fields { keys }).deserialize(&mut de) {
+            Ok(map) => map.map_or(Value::Null, Value::Object),
+            Err(_) => Value::Null,
+        }
+    }
+
     /// The status decoded as `S` from its text (`S::default()` when absent or null).
     pub fn status_as<S: DeserializeOwned + Default>(&self) -> Result<S, serde_json::Error> {
         status_from_text(self.status.as_deref())
@@ -48,6 +62,79 @@ pub fn status_from_text<S: DeserializeOwned + Default>(
     match raw.map(RawValue::get) {
         None | Some("null") => Ok(S::default()),
         Some(text) => serde_json::from_str(text),
+    }
+}
+
+/// Decodes a JSON object keeping only the members named in `keys` (`None` for `null`).
+struct Fields<'k> {
+    keys: &'k [&'static str],
+}
+
+impl<'de> DeserializeSeed<'de> for Fields<'_> {
+    type Value = Option<Map<String, Value>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Fields<'_> {
+    type Value = Option<Map<String, Value>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a Job spec object")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut kept = Map::new();
+        while let Some(key) = map.next_key_seed(KeyOf { keys: self.keys })? {
+            match key {
+                Some(k) => {
+                    kept.insert(k.to_string(), map.next_value::<Value>()?);
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Some(kept))
+    }
+}
+
+/// A member name: which of `keys` it is, if any (nothing allocated for the others).
+struct KeyOf<'k> {
+    keys: &'k [&'static str],
+}
+
+impl<'de> DeserializeSeed<'de> for KeyOf<'_> {
+    type Value = Option<&'static str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyOf<'_> {
+    type Value = Option<&'static str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(self.keys.iter().copied().find(|k| *k == v))
     }
 }
 
@@ -153,11 +240,28 @@ mod tests {
             "the spec is kept as the text it arrived in"
         );
         assert_eq!(job.spec_value()["parallelism"], 2);
+        assert_eq!(
+            job.spec_fields(&["suspend", "parallelism", "template"]),
+            serde_json::json!({"parallelism": 2, "template": {"spec": {"containers": []}}}),
+        );
+        assert_eq!(
+            job.spec_fields(&["suspend", "parallelism"]),
+            serde_json::json!({"parallelism": 2}),
+            "only the fields asked for"
+        );
+        let escaped: SlimJob =
+            serde_json::from_str(r#"{"spec":{"p\u0061rallelism":3,"x":[1,{"y":null}]}}"#)
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            escaped.spec_fields(&["parallelism"]),
+            serde_json::json!({"parallelism": 3})
+        );
         let status: k8s_openapi::api::batch::v1::JobStatus =
             job.status_as().unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(status.active, Some(1));
         let none: SlimJob = serde_json::from_str(r#"{"metadata":{"name":"a"},"status":null}"#)
             .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(none.spec_fields(&["parallelism"]), Value::Null);
         assert_eq!(
             none.status_as::<k8s_openapi::api::batch::v1::JobStatus>()
                 .ok(),

@@ -134,7 +134,9 @@ impl World {
         let m = mirror_json(epoch, status);
         self.mirrors.insert(
             cluster.into(),
-            MirrorObservation::Present(Box::new(MirrorView::from_json(&m).expect("mirror view"))),
+            MirrorObservation::Present(std::sync::Arc::new(
+                MirrorView::from_json(&m).expect("mirror view"),
+            )),
         );
         self
     }
@@ -163,7 +165,7 @@ fn complete() -> Value {
 }
 
 fn foreign_job() -> MirrorObservation {
-    MirrorObservation::Present(Box::new(
+    MirrorObservation::Present(std::sync::Arc::new(
         MirrorView::from_json(
             &json!({"metadata": {"name": "train", "namespace": "ml", "uid": "theirs",
             "labels": {"app": "theirs"}}, "spec": {}}),

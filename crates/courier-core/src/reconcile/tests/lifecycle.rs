@@ -301,7 +301,9 @@ fn a_refused_change_recreates_an_idle_mirror_or_is_announced_once() {
     idle["spec"]["suspend"] = json!(true);
     w.mirrors.insert(
         "a".into(),
-        MirrorObservation::Present(Box::new(MirrorView::from_json(&idle).expect("view"))),
+        MirrorObservation::Present(std::sync::Arc::new(
+            MirrorView::from_json(&idle).expect("view"),
+        )),
     );
     w.origin["spec"]["suspend"] = json!(true);
     // One origin write per decision: the status (Suspended) first, then the new intent.
@@ -400,7 +402,9 @@ fn kueue_mirrors_are_left_to_kueue() {
                                 "reason": "JobSuspended"}]});
     w.mirrors.insert(
         "a".into(),
-        MirrorObservation::Present(Box::new(MirrorView::from_json(&queued).expect("view"))),
+        MirrorObservation::Present(std::sync::Arc::new(
+            MirrorView::from_json(&queued).expect("view"),
+        )),
     );
     let d = w.decide();
     assert!(
