@@ -71,14 +71,21 @@ fn uid_of(w: &ObjOut) -> String {
 }
 
 impl PodObjects {
-    /// Brings the objects in line with the simulation (see the module table).
-    pub(super) fn sync(&mut self, cx: &PodCtx<'_>, job: &Value, sim: &mut JobSim, now: Timestamp) {
-        let ns = meta_str(job, "namespace").to_string();
+    /// Brings the objects in line with the simulation (see the module table): `job` as stored in
+    /// namespace `ns`.
+    pub(super) fn sync(
+        &mut self,
+        cx: &PodCtx<'_>,
+        ns: &str,
+        job: &Value,
+        sim: &mut JobSim,
+        now: Timestamp,
+    ) {
         let orphaned = sim.job_gone && sim.spec.orphaning;
         let mut present = HashSet::new();
         for mut info in sim.pods() {
             if !self.known.contains_key(&info.uid) {
-                match self.create(cx, job, &ns, &info) {
+                match self.create(cx, job, ns, &info) {
                     Some(uid) => {
                         sim.set_pod_uid(&info.uid, &uid);
                         info.uid = uid;
@@ -90,7 +97,7 @@ impl PodObjects {
                 }
             }
             present.insert(info.uid.clone());
-            self.update(cx, &ns, &info, sim, orphaned, now);
+            self.update(cx, ns, &info, sim, orphaned, now);
         }
         let gone: Vec<String> = self
             .known
@@ -103,18 +110,18 @@ impl PodObjects {
                 && !k.dead
             {
                 if k.finalizer {
-                    edit_meta(cx, &ns, &k.name, &uid, drop_finalizer);
+                    edit_meta(cx, ns, &k.name, &uid, drop_finalizer);
                 }
                 let d = DeleteOpts {
                     grace_period: Some(0),
                     precondition_uid: Some(uid.clone()),
                     ..DeleteOpts::default()
                 };
-                if let Err(e) = cx.api.delete(cx.served, &ns, &k.name, &d)
+                if let Err(e) = cx.api.delete(cx.served, ns, &k.name, &d)
                     && e.code != 404
                     && e.code != 409
                 {
-                    tracing::warn!(controller = "job", pod = %obj_key(&ns, &k.name), code = e.code, error = %e.message, "removing a stopped pod failed");
+                    tracing::warn!(controller = "job", pod = %obj_key(ns, &k.name), code = e.code, error = %e.message, "removing a stopped pod failed");
                 }
             }
         }
