@@ -59,12 +59,13 @@ fn origin_of(job: &Value) -> Option<(String, String)> {
 }
 
 impl Entry {
-    /// Records the starts of pods not counted yet (a pod counts once, restarts included).
+    /// Records the starts of pods not counted yet (a pod counts once, restarts included). Reads the
+    /// model's pods in place: most calls find nothing new, so nothing is copied for them.
     fn count_starts(&mut self, instruments: &crate::instrument::Instruments) {
         let Some((uid, epoch)) = &self.origin else {
             return;
         };
-        for p in self.sim.pods() {
+        for p in &self.sim.pods {
             if let Some(at) = p.started_at
                 && self.counted.insert(p.ordinal)
             {
