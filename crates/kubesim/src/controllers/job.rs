@@ -59,12 +59,13 @@ fn origin_of(job: &Value) -> Option<(String, String)> {
 }
 
 impl Entry {
-    /// Records the starts of pods not counted yet (a pod counts once, restarts included).
+    /// Records the starts of pods not counted yet (a pod counts once, restarts included). Reads the
+    /// model's pods in place: most calls find nothing new, so nothing is copied for them.
     fn count_starts(&mut self, instruments: &crate::instrument::Instruments) {
         let Some((uid, epoch)) = &self.origin else {
             return;
         };
-        for p in self.sim.pods() {
+        for p in &self.sim.pods {
             if let Some(at) = p.started_at
                 && self.counted.insert(p.ordinal)
             {
@@ -160,7 +161,7 @@ impl JobController {
             Change::Resync(items) => {
                 let mut seen = HashSet::new();
                 for st in items {
-                    self.observe(&st.value(), now);
+                    self.observe(st.value(), now);
                     seen.insert(st.uid().to_string());
                 }
                 let stale: Vec<Arc<str>> = self
@@ -177,7 +178,7 @@ impl JobController {
                 if ev.kind == EventType::Deleted {
                     self.job_removed(ev.obj.uid(), now);
                 } else if !self.unchanged(&ev.obj) {
-                    self.observe(&ev.obj.value(), now);
+                    self.observe(ev.obj.value(), now);
                 }
             }
         }
@@ -231,12 +232,13 @@ impl JobController {
         self.drive(&k, now);
     }
 
-    /// A Job as stored now: start simulating it, or pass on a spec change / deletion.
-    fn observe(&mut self, job: &Value, now: Timestamp) {
-        if JobSim::is_managed_elsewhere(job) {
+    /// A Job as stored now: start simulating it, or pass on a spec change / deletion. Takes the
+    /// parsed Job over: the entry keeps it (for the pods' shape) without a copy.
+    fn observe(&mut self, job: Value, now: Timestamp) {
+        if JobSim::is_managed_elsewhere(&job) {
             return;
         }
-        let uid = meta_str(job, "uid");
+        let uid = meta_str(&job, "uid");
         if uid.is_empty() {
             return;
         }
@@ -244,7 +246,14 @@ impl JobController {
             .pointer("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        let deleting = is_deleting(job);
+        let deleting = is_deleting(&job);
+        let keep = |job: Value| {
+            if self.pods.is_some() {
+                job
+            } else {
+                Value::Null
+            }
+        };
         let uid: Arc<str> = match self.sims.get_key_value(uid) {
             Some((k, e)) => {
                 if e.generation == generation && e.deleting == deleting {
@@ -252,39 +261,30 @@ impl JobController {
                     return;
                 }
                 let k = k.clone();
-                let keep_job = self.pods.is_some();
                 if let Some(e) = self.sims.get_mut(&k) {
-                    e.sim.observe(job, now);
+                    e.sim.observe(&job, now);
                     e.generation = generation;
                     e.deleting = deleting;
-                    if keep_job {
-                        e.job = job.clone();
-                    }
+                    e.job = keep(job);
                 }
                 k
             }
             None => {
                 let k: Arc<str> = Arc::from(uid);
-                self.sims.insert(
-                    k.clone(),
-                    Entry {
-                        sim: JobSim::new(job, now, &self.cfg),
-                        ns: meta_str(job, "namespace").to_string(),
-                        name: meta_str(job, "name").to_string(),
-                        generation,
-                        deleting,
-                        wake: None,
-                        reported_gone: false,
-                        job: if self.pods.is_some() {
-                            job.clone()
-                        } else {
-                            Value::Null
-                        },
-                        objects: PodObjects::default(),
-                        origin: origin_of(job),
-                        counted: HashSet::new(),
-                    },
-                );
+                let entry = Entry {
+                    sim: JobSim::new(&job, now, &self.cfg),
+                    ns: meta_str(&job, "namespace").to_string(),
+                    name: meta_str(&job, "name").to_string(),
+                    generation,
+                    deleting,
+                    wake: None,
+                    reported_gone: false,
+                    origin: origin_of(&job),
+                    job: keep(job),
+                    objects: PodObjects::default(),
+                    counted: HashSet::new(),
+                };
+                self.sims.insert(k.clone(), entry);
                 k
             }
         };
@@ -334,7 +334,7 @@ impl JobController {
             e.count_starts(&self.api.instruments);
             // The pods' changes land before the Job status that counts them.
             if let Some(cx) = &pods {
-                e.objects.sync(cx, &e.job, &mut e.sim, now);
+                e.objects.sync(cx, &e.ns, &e.job, &mut e.sim, now);
             }
             match write_status(&self.api, &self.served, &e.ns, &e.name, uid, w.status) {
                 Outcome::Accepted => {}
@@ -347,11 +347,11 @@ impl JobController {
         }
         e.count_starts(&self.api.instruments);
         if let Some(cx) = &pods {
-            e.objects.sync(cx, &e.job, &mut e.sim, now);
+            e.objects.sync(cx, &e.ns, &e.job, &mut e.sim, now);
             if gone && !e.sim.job_gone {
                 // The Job vanished under a write: its pods go on without it.
                 e.sim.job_deleted(now);
-                e.objects.sync(cx, &e.job, &mut e.sim, now);
+                e.objects.sync(cx, &e.ns, &e.job, &mut e.sim, now);
                 gone = false;
             }
             if e.sim.job_gone && e.sim.settled() {

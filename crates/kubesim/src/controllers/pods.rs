@@ -22,7 +22,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use serde_json::Value;
 
-use super::podshape::{new_pod, pod_status};
+use super::podshape::{new_pod, pod_status, same_status_inputs};
 use super::{CONTROLLER_MANAGER, decoded, decoded_status, obj_key, status_over, write_opts};
 use crate::api::{Api, DeleteOpts, ObjOut, Part, Served};
 use crate::jobctl::{JobSim, PodInfo};
@@ -41,7 +41,8 @@ struct Known {
     /// The last status written.
     status: Value,
     /// The object version and the model's pod that `status` was last derived from: while neither
-    /// changed, deriving it again gives the same status, so the object is not read again.
+    /// changed (the pod in what `pod_status` reads of it, see `same_status_inputs`), deriving it
+    /// again gives the same status, so the object is not read again.
     derived: Option<(u64, PodInfo)>,
     finalizer: bool,
     owned: bool,
@@ -70,14 +71,21 @@ fn uid_of(w: &ObjOut) -> String {
 }
 
 impl PodObjects {
-    /// Brings the objects in line with the simulation (see the module table).
-    pub(super) fn sync(&mut self, cx: &PodCtx<'_>, job: &Value, sim: &mut JobSim, now: Timestamp) {
-        let ns = meta_str(job, "namespace").to_string();
+    /// Brings the objects in line with the simulation (see the module table): `job` as stored in
+    /// namespace `ns`.
+    pub(super) fn sync(
+        &mut self,
+        cx: &PodCtx<'_>,
+        ns: &str,
+        job: &Value,
+        sim: &mut JobSim,
+        now: Timestamp,
+    ) {
         let orphaned = sim.job_gone && sim.spec.orphaning;
         let mut present = HashSet::new();
         for mut info in sim.pods() {
             if !self.known.contains_key(&info.uid) {
-                match self.create(cx, job, &ns, &info) {
+                match self.create(cx, job, ns, &info) {
                     Some(uid) => {
                         sim.set_pod_uid(&info.uid, &uid);
                         info.uid = uid;
@@ -89,7 +97,7 @@ impl PodObjects {
                 }
             }
             present.insert(info.uid.clone());
-            self.update(cx, &ns, &info, sim, orphaned, now);
+            self.update(cx, ns, &info, sim, orphaned, now);
         }
         let gone: Vec<String> = self
             .known
@@ -102,18 +110,18 @@ impl PodObjects {
                 && !k.dead
             {
                 if k.finalizer {
-                    edit_meta(cx, &ns, &k.name, &uid, drop_finalizer);
+                    edit_meta(cx, ns, &k.name, &uid, drop_finalizer);
                 }
                 let d = DeleteOpts {
                     grace_period: Some(0),
                     precondition_uid: Some(uid.clone()),
                     ..DeleteOpts::default()
                 };
-                if let Err(e) = cx.api.delete(cx.served, &ns, &k.name, &d)
+                if let Err(e) = cx.api.delete(cx.served, ns, &k.name, &d)
                     && e.code != 404
                     && e.code != 409
                 {
-                    tracing::warn!(controller = "job", pod = %obj_key(&ns, &k.name), code = e.code, error = %e.message, "removing a stopped pod failed");
+                    tracing::warn!(controller = "job", pod = %obj_key(ns, &k.name), code = e.code, error = %e.message, "removing a stopped pod failed");
                 }
             }
         }
@@ -200,7 +208,7 @@ impl PodObjects {
         let current = k
             .derived
             .as_ref()
-            .is_some_and(|(rv, was)| *rv == cur.rv && was == info);
+            .is_some_and(|(rv, was)| *rv == cur.rv && same_status_inputs(was, info));
         if !current {
             // Parsed once: the derivation reads it and the write goes over it (unless it loses a race).
             let served = cx.api.served_value(cx.served, &cur);
@@ -232,11 +240,27 @@ impl PodObjects {
         }
         if k.finalizer && !info.tracking_finalizer {
             k.finalizer = false;
-            edit_meta(cx, ns, &k.name, &info.uid, drop_finalizer);
+            let edited = edit_meta(cx, ns, &k.name, &info.uid, drop_finalizer);
+            k.carry_derivation(edited);
         }
         if orphaned && k.owned {
             k.owned = false;
-            edit_meta(cx, ns, &k.name, &info.uid, drop_owners);
+            let edited = edit_meta(cx, ns, &k.name, &info.uid, drop_owners);
+            k.carry_derivation(edited);
+        }
+    }
+}
+
+impl Known {
+    /// After our metadata edit of the pod (the version edited and the version written): the
+    /// derivation reads the pod's spec, namespace and generation, none of which a metadata edit
+    /// changes (a pod's generation moves with its spec only), so a status derived from the edited
+    /// version holds for the written one, and the object need not be read again to find that out.
+    fn carry_derivation(&mut self, edited: Option<(u64, u64)>) {
+        if let (Some((over, written)), Some((rv, _))) = (edited, self.derived.as_mut())
+            && *rv == over
+        {
+            *rv = written;
         }
     }
 }
@@ -260,14 +284,15 @@ pub(super) fn drop_owners(m: &mut serde_json::Map<String, Value>) -> bool {
     m.remove("ownerReferences").is_some()
 }
 
-/// Re-reads the pod, applies `change` to its metadata and writes it (retrying conflicts).
+/// Re-reads the pod, applies `change` to its metadata and writes it (retrying conflicts). When it
+/// wrote: the version edited and the version written (as [`rewrite`]).
 fn edit_meta(
     cx: &PodCtx<'_>,
     ns: &str,
     name: &str,
     uid: &str,
     change: impl Fn(&mut serde_json::Map<String, Value>) -> bool,
-) {
+) -> Option<(u64, u64)> {
     let edit = |current: &Value| {
         let mut obj = current.clone();
         obj.get_mut("metadata")
@@ -275,7 +300,7 @@ fn edit_meta(
             .is_some_and(&change)
             .then_some(obj)
     };
-    rewrite(cx, (ns, name, uid), Writer::JOB_CONTROLLER, edit, None);
+    rewrite(cx, (ns, name, uid), Writer::JOB_CONTROLLER, edit, None)
 }
 
 /// `PUT pods/<name>/status` as the kubelet, first over `read` (the stored pod and its served form,

@@ -230,7 +230,47 @@ fn condition(kind: &str, ok: bool, at: Timestamp, reason: Option<(&str, String)>
     c
 }
 
-/// The `.status` the kubelet reports for `pod`, whose object is `obj`.
+/// Whether [`pod_status`] of the same object gives the same status for `a` and `b`: they agree on
+/// every field it reads (the controller's own bookkeeping, such as the tracking finalizer, the
+/// ordinal or the index failure counts, is not read). Destructured whole, so a field added to
+/// `PodInfo` has to be placed on one side or the other here.
+pub fn same_status_inputs(a: &PodInfo, b: &PodInfo) -> bool {
+    let PodInfo {
+        name,
+        uid,
+        ordinal: _,
+        index: _,
+        phase,
+        ready,
+        deleting: _,
+        tracking_finalizer: _,
+        exit_code,
+        created,
+        started_at,
+        finished_at,
+        deleted_at,
+        restarts,
+        last_run,
+        disruption_target,
+        index_failure_count: _,
+        index_ignored_failure_count: _,
+    } = a;
+    *name == b.name
+        && *uid == b.uid
+        && *phase == b.phase
+        && *ready == b.ready
+        && *exit_code == b.exit_code
+        && *created == b.created
+        && *started_at == b.started_at
+        && *finished_at == b.finished_at
+        && *deleted_at == b.deleted_at
+        && *restarts == b.restarts
+        && *last_run == b.last_run
+        && *disruption_target == b.disruption_target
+}
+
+/// The `.status` the kubelet reports for `pod`, whose object is `obj`. Reads of `pod` only the
+/// fields [`same_status_inputs`] compares, and of `obj` only its namespace, generation and spec.
 pub fn pod_status(obj: &Value, pod: &PodInfo) -> Value {
     // Read in place: the spec is the larger part of a pod, and only its containers are read.
     let spec = obj.get("spec").unwrap_or(&Value::Null);
@@ -356,5 +396,165 @@ mod tests {
         assert_eq!(full_image("org/app:1"), "docker.io/org/app:1");
         assert_eq!(full_image("ghcr.io/o/a"), "ghcr.io/o/a:latest");
         assert!(image_id("busybox").starts_with("docker.io/library/busybox@sha256:"));
+    }
+
+    fn info() -> PodInfo {
+        let at = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+        PodInfo {
+            name: "j-abcde".into(),
+            uid: "u-1".into(),
+            ordinal: 0,
+            index: Some(0),
+            phase: "Running",
+            ready: true,
+            deleting: false,
+            tracking_finalizer: true,
+            exit_code: None,
+            created: at(0),
+            started_at: Some(at(1)),
+            finished_at: None,
+            deleted_at: None,
+            restarts: 1,
+            last_run: Some((at(0), at(1), 2)),
+            disruption_target: false,
+            index_failure_count: 0,
+            index_ignored_failure_count: 0,
+        }
+    }
+
+    /// Broken on purpose once: with `deleted_at` left out of `same_status_inputs` it fails.
+    #[test]
+    fn the_status_inputs_are_what_pod_status_reads() {
+        let obj = json!({"metadata": {"namespace": "default", "generation": 1},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+        let base = info();
+        let at = Timestamp::from_second(1_800_000_100).unwrap();
+        let done = PodInfo {
+            phase: "Failed",
+            ready: false,
+            exit_code: Some(1),
+            finished_at: Some(at),
+            ..info()
+        };
+        let backing_off = PodInfo {
+            ready: false,
+            started_at: None,
+            ..info()
+        };
+        // Pairs that differ in the named field only: the status differs, and so do the inputs.
+        let read: Vec<(&str, &PodInfo, PodInfo)> = vec![
+            (
+                "name",
+                &backing_off,
+                PodInfo {
+                    name: "j-zzzzz".into(),
+                    ..backing_off.clone()
+                },
+            ),
+            (
+                "uid",
+                &base,
+                PodInfo {
+                    uid: "u-2".into(),
+                    ..info()
+                },
+            ),
+            (
+                "phase",
+                &base,
+                PodInfo {
+                    phase: "Pending",
+                    ..info()
+                },
+            ),
+            (
+                "ready",
+                &base,
+                PodInfo {
+                    ready: false,
+                    ..info()
+                },
+            ),
+            (
+                "exit_code",
+                &done,
+                PodInfo {
+                    exit_code: Some(2),
+                    ..done.clone()
+                },
+            ),
+            (
+                "created",
+                &base,
+                PodInfo {
+                    created: at,
+                    ..info()
+                },
+            ),
+            (
+                "started_at",
+                &base,
+                PodInfo {
+                    started_at: Some(at),
+                    ..info()
+                },
+            ),
+            (
+                "finished_at",
+                &done,
+                PodInfo {
+                    finished_at: Some(at + jiff::SignedDuration::from_secs(1)),
+                    ..done.clone()
+                },
+            ),
+            (
+                "deleted_at",
+                &done,
+                PodInfo {
+                    deleted_at: Some(at),
+                    ..done.clone()
+                },
+            ),
+            (
+                "restarts",
+                &base,
+                PodInfo {
+                    restarts: 3,
+                    ..info()
+                },
+            ),
+            (
+                "last_run",
+                &base,
+                PodInfo {
+                    last_run: None,
+                    ..info()
+                },
+            ),
+            (
+                "disruption_target",
+                &base,
+                PodInfo {
+                    disruption_target: true,
+                    ..info()
+                },
+            ),
+        ];
+        for (field, one, other) in &read {
+            assert_ne!(pod_status(&obj, other), pod_status(&obj, one), "{field}");
+            assert!(!same_status_inputs(other, one), "{field}");
+        }
+        // The fields left out do not change it.
+        let ignored = PodInfo {
+            ordinal: 7,
+            index: None,
+            deleting: true,
+            tracking_finalizer: false,
+            index_failure_count: 2,
+            index_ignored_failure_count: 1,
+            ..info()
+        };
+        assert!(same_status_inputs(&ignored, &base));
+        assert_eq!(pod_status(&obj, &ignored), pod_status(&obj, &base));
     }
 }
