@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use courier_controller::SlimJob;
 use futures::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::batch::v1::{Job, JobStatus};
+use k8s_openapi::api::batch::v1::JobStatus;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde::Serialize;
@@ -347,6 +348,10 @@ pub enum Side {
 }
 
 /// Watches Jobs in `namespace` (optionally by label) and records each version on `recorder`.
+///
+/// The watch decodes a Job as Courier's own watches do ([`SlimJob`]: the metadata Courier reads,
+/// spec and status kept as text) and then only its status: the instrument should not spend more
+/// per event than what it records needs (the origin watch runs in Courier's phase only).
 pub fn watch(
     client: Client,
     namespace: &str,
@@ -354,7 +359,7 @@ pub fn watch(
     side: Side,
     recorder: Arc<Recorder>,
 ) -> JoinHandle<()> {
-    let api: Api<Job> = Api::namespaced(client, namespace);
+    let api: Api<SlimJob> = Api::namespaced(client, namespace);
     let mut cfg = watcher::Config::default();
     if let Some(l) = labels {
         cfg = cfg.labels(&l);
@@ -380,9 +385,16 @@ pub fn watch(
             let Some(name) = job.metadata.name.as_deref() else {
                 continue;
             };
+            let status = match job.status_as::<JobStatus>() {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(error = %e, name, "bench watch: an unreadable Job status");
+                    continue;
+                }
+            };
             match side {
-                Side::Origin => recorder.origin_seen(name, job.status.as_ref(), now),
-                Side::Mirror => recorder.mirror_seen(name, job.status.as_ref(), now),
+                Side::Origin => recorder.origin_seen(name, Some(&status), now),
+                Side::Mirror => recorder.mirror_seen(name, Some(&status), now),
             }
         }
     })
