@@ -81,29 +81,33 @@ pub fn spec_drift(
     mirror_annotations: &impl Labels,
 ) -> Option<Map<String, Value>> {
     let want = desired_fields(origin_spec, kueue);
-    let sent_already = mirror_annotations.label(ANNOTATION_SPEC_HASH)
-        == Some(hash_value(&Value::Object(want.clone())).as_str());
-    let have = |key: &str| mirror_spec.field(key).filter(|v| !v.is_null()).cloned();
+    // Hashed only when a field the origin sets is missing on the mirror (rare): the common case,
+    // a mirror in line, compares the fields and nothing else.
+    let sent_already = || {
+        mirror_annotations.label(ANNOTATION_SPEC_HASH)
+            == Some(hash_value(&Value::Object(want.clone())).as_str())
+    };
+    const NOT_SUSPENDED: Value = Value::Bool(false);
     let mut patch = Map::new();
     for key in DRIFTING_SPEC_FIELDS {
         if key == "suspend" && kueue && !want.contains_key(key) {
             continue;
         }
-        let wanted = want.get(key).cloned();
-        let mut shown = have(key);
+        let wanted = want.get(key);
+        let mut shown = mirror_spec.field(key).filter(|v| !v.is_null());
         if key == "suspend" {
-            shown = Some(shown.unwrap_or(Value::Bool(false)));
+            shown = Some(shown.unwrap_or(&NOT_SUSPENDED));
         }
         if wanted == shown {
             continue;
         }
-        match (&wanted, &shown) {
+        match (wanted, shown) {
             (None, _) if SERVER_DEFAULTED_FIELDS.contains(&key) => continue,
             // The worker does not show what was sent: it dropped the field (an older version).
-            (Some(_), None) if sent_already => continue,
+            (Some(_), None) if sent_already() => continue,
             _ => {}
         }
-        patch.insert(key.to_string(), wanted.unwrap_or(Value::Null));
+        patch.insert(key.to_string(), wanted.cloned().unwrap_or(Value::Null));
     }
     (!patch.is_empty()).then_some(patch)
 }

@@ -16,6 +16,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{JobCondition, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
 
 use courier_api::reasons::{
     JOB_REASON_DISPATCH_FAILED, REASON_CLUSTER_REMOVED, REASON_MIRROR_REJECTED,
@@ -24,6 +25,7 @@ use courier_api::reasons::{
 use courier_api::{CONDITION_DISPATCHED, CONDITION_PLACED, REASON_MIRROR_CREATED};
 
 use crate::job::condition;
+use crate::reconcile::status_patch;
 use crate::status::{COMPLETIONS_REACHED, COMPLETIONS_REACHED_MESSAGE};
 
 /// Values kept without allocating: condition types and statuses, the Job controller's reasons and
@@ -214,6 +216,17 @@ pub struct CachedStatus {
 impl CachedStatus {
     /// The full status this was made from.
     pub fn expand(&self) -> JobStatus {
+        JobStatus {
+            conditions: self
+                .conditions
+                .as_deref()
+                .map(|c| c.iter().map(Condition::expand).collect()),
+            ..self.expand_but_conditions()
+        }
+    }
+
+    /// [`Self::expand`] without the conditions.
+    fn expand_but_conditions(&self) -> JobStatus {
         let rare = self.rare.as_deref();
         JobStatus {
             active: self.active,
@@ -223,10 +236,7 @@ impl CachedStatus {
             terminating: self.terminating,
             start_time: self.start_time.clone(),
             completion_time: self.completion_time.clone(),
-            conditions: self
-                .conditions
-                .as_deref()
-                .map(|c| c.iter().map(Condition::expand).collect()),
+            conditions: None,
             completed_indexes: rare.and_then(|r| r.completed_indexes.clone()),
             failed_indexes: rare.and_then(|r| r.failed_indexes.clone()),
             uncounted_terminated_pods: if self.uncounted_empty {
@@ -235,6 +245,18 @@ impl CachedStatus {
                 rare.and_then(|r| r.uncounted_terminated_pods.clone())
             },
         }
+    }
+
+    /// The JSON merge patch of `/status` from `old` to `self`: the same as
+    /// [`crate::reconcile::status_patch`] of the two, cheaper when the conditions (the costly part
+    /// to encode: every time is formatted) did not change, the common case of a status copy. Then
+    /// they are left out of both sides: equal here means equal encoded, so the patch would not
+    /// carry them either.
+    pub fn patch_from(&self, old: &CachedStatus) -> Result<Value, serde_json::Error> {
+        if self.conditions != old.conditions {
+            return status_patch(old, self);
+        }
+        status_patch(&old.expand_but_conditions(), &self.expand_but_conditions())
     }
 
     /// Whether a condition of type `type_` is present with status True.
