@@ -248,15 +248,38 @@ impl CachedStatus {
     }
 
     /// The JSON merge patch of `/status` from `old` to `self`: the same as
-    /// [`crate::reconcile::status_patch`] of the two, cheaper when the conditions (the costly part
-    /// to encode: every time is formatted) did not change, the common case of a status copy. Then
-    /// they are left out of both sides: equal here means equal encoded, so the patch would not
-    /// carry them either.
+    /// [`crate::reconcile::status_patch`] of the two, without encoding the old conditions (the
+    /// costly part: every time is formatted). A merge patch carries a list whole or not at all:
+    /// - equal conditions here are equal encoded: not in the patch;
+    /// - compact conditions (times in whole seconds, as `Time` encodes them) that differ here differ
+    ///   encoded: the new list (or `null`) is the patch's;
+    /// - with a time finer than a second on either side, two lists may differ here and encode
+    ///   alike (the fraction is not encoded): both are encoded and compared, as before.
     pub fn patch_from(&self, old: &CachedStatus) -> Result<Value, serde_json::Error> {
-        if self.conditions != old.conditions {
+        let same = self.conditions == old.conditions;
+        if !same && (self.has_fine_times() || old.has_fine_times()) {
             return status_patch(old, self);
         }
-        status_patch(&old.expand_but_conditions(), &self.expand_but_conditions())
+        let mut patch = status_patch(&old.expand_but_conditions(), &self.expand_but_conditions())?;
+        if !same && let Value::Object(map) = &mut patch {
+            let conditions = match self.conditions.as_deref() {
+                Some(c) => {
+                    serde_json::to_value(c.iter().map(Condition::expand).collect::<Vec<_>>())?
+                }
+                None => Value::Null,
+            };
+            map.insert("conditions".into(), conditions);
+        }
+        Ok(patch)
+    }
+
+    /// A condition keeps a time finer than a second (kept whole).
+    fn has_fine_times(&self) -> bool {
+        self.conditions
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .any(|c| matches!(c, Condition::Whole(_)))
     }
 
     /// Whether a condition of type `type_` is present with status True.

@@ -230,6 +230,34 @@ fn same_patch(old: &JobStatus, new: &JobStatus) {
     assert_eq!(patch, whole, "the patch from {old:?} to {new:?}");
 }
 
+#[test]
+fn conditions_that_differ_only_below_a_second_are_not_in_the_patch() {
+    let at = |nanos| {
+        Some(Time(
+            Timestamp::new(1_790_000_000, nanos).unwrap_or(Timestamp::UNIX_EPOCH),
+        ))
+    };
+    let with = |nanos| JobStatus {
+        active: Some(1),
+        conditions: Some(vec![JobCondition {
+            type_: "Complete".into(),
+            status: "True".into(),
+            last_transition_time: at(nanos),
+            ..JobCondition::default()
+        }]),
+        ..JobStatus::default()
+    };
+    let (old, new) = (with(300_000_000), with(700_000_000));
+    same_patch(&old, &new);
+    let patch = CachedStatus::from(new)
+        .patch_from(&CachedStatus::from(old))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(patch, serde_json::json!({}));
+    let (old, new) = (with(0), JobStatus::default());
+    same_patch(&old, &new);
+    same_patch(&new, &old);
+}
+
 /// The full status as JSON decodes it again (times to the second, as `Time` encodes them).
 trait ThroughJson {
     fn expand_through_json(self) -> JobStatus;
