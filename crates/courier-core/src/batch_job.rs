@@ -95,6 +95,10 @@ impl Workload for BatchJob {
             && mirror.status.active.unwrap_or(0) == 0
     }
 
+    fn status_patch(old: &CachedStatus, new: &CachedStatus) -> Result<Value, serde_json::Error> {
+        new.patch_from(old)
+    }
+
     fn translate(
         origin: &OriginOf<Self>,
         mirror: Option<MirrorReport<'_, CachedStatus>>,

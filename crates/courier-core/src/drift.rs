@@ -81,29 +81,33 @@ pub fn spec_drift(
     mirror_annotations: &impl Labels,
 ) -> Option<Map<String, Value>> {
     let want = desired_fields(origin_spec, kueue);
-    let sent_already = mirror_annotations.label(ANNOTATION_SPEC_HASH)
-        == Some(hash_value(&Value::Object(want.clone())).as_str());
-    let have = |key: &str| mirror_spec.field(key).filter(|v| !v.is_null()).cloned();
+    // Hashed only when a field the origin sets is missing on the mirror (rare): the common case,
+    // a mirror in line, compares the fields and nothing else.
+    let sent_already = || {
+        mirror_annotations.label(ANNOTATION_SPEC_HASH)
+            == Some(hash_value(&Value::Object(want.clone())).as_str())
+    };
+    const NOT_SUSPENDED: Value = Value::Bool(false);
     let mut patch = Map::new();
     for key in DRIFTING_SPEC_FIELDS {
         if key == "suspend" && kueue && !want.contains_key(key) {
             continue;
         }
-        let wanted = want.get(key).cloned();
-        let mut shown = have(key);
+        let wanted = want.get(key);
+        let mut shown = mirror_spec.field(key).filter(|v| !v.is_null());
         if key == "suspend" {
-            shown = Some(shown.unwrap_or(Value::Bool(false)));
+            shown = Some(shown.unwrap_or(&NOT_SUSPENDED));
         }
         if wanted == shown {
             continue;
         }
-        match (&wanted, &shown) {
+        match (wanted, shown) {
             (None, _) if SERVER_DEFAULTED_FIELDS.contains(&key) => continue,
             // The worker does not show what was sent: it dropped the field (an older version).
-            (Some(_), None) if sent_already => continue,
+            (Some(_), None) if sent_already() => continue,
             _ => {}
         }
-        patch.insert(key.to_string(), wanted.unwrap_or(Value::Null));
+        patch.insert(key.to_string(), wanted.cloned().unwrap_or(Value::Null));
     }
     (!patch.is_empty()).then_some(patch)
 }
@@ -121,14 +125,16 @@ pub fn mirror_template(origin_spec: &Value) -> Option<Value> {
         .filter(|t| t.is_object())?
         .clone();
     let manual = origin_spec.get("manualSelector").and_then(Value::as_bool) == Some(true);
-    if !manual {
-        strip_controller_labels(&mut template);
+    if !manual && let Some(meta) = template.get_mut("metadata") {
+        strip_controller_labels(meta);
     }
     Some(template)
 }
 
-fn strip_controller_labels(template: &mut Value) {
-    let Some(meta) = template.get_mut("metadata").and_then(Value::as_object_mut) else {
+/// Takes the Job controller's labels out of a template's `metadata` (and `labels` with them when
+/// nothing else is left).
+fn strip_controller_labels(meta: &mut Value) {
+    let Some(meta) = meta.as_object_mut() else {
         return;
     };
     let now_empty = match meta.get_mut("labels").and_then(Value::as_object_mut) {
@@ -148,7 +154,24 @@ fn strip_controller_labels(template: &mut Value) {
 /// Hash of the mirror's template as built from an origin `spec` (the `courier.dev/template-hash`
 /// annotation); `None` when the spec has no template.
 pub fn template_hash(origin_spec: &Value) -> Option<String> {
-    mirror_template(origin_spec).map(|t| hash_value(&t))
+    // `hash_value(&mirror_template(origin_spec)?)` without copying the template: only its
+    // metadata is copied to take the labels out; the pod spec is hashed where it is.
+    let template = origin_spec.get("template").and_then(Value::as_object)?;
+    let manual = origin_spec.get("manualSelector").and_then(Value::as_bool) == Some(true);
+    let stripped = template.get("metadata").filter(|_| !manual).map(|meta| {
+        let mut meta = meta.clone();
+        strip_controller_labels(&mut meta);
+        meta
+    });
+    let mut h = Fnv(FNV_OFFSET);
+    feed_map(
+        &mut h,
+        template.iter().map(|(k, v)| match &stripped {
+            Some(meta) if k == "metadata" => (k, meta),
+            _ => (k, v),
+        }),
+    );
+    Some(format!("{:016x}", h.0))
 }
 
 /// Whether the origin's template differs from the one last sent to the mirror. A mirror without
@@ -203,10 +226,12 @@ pub fn template_patch(live: &Value, desired: &Value) -> Option<Value> {
 /// A stable 64-bit FNV-1a hash of a JSON value (object keys in sorted order), as 16 hex digits.
 /// Stable across processes and versions: it is stored on mirrors.
 pub fn hash_value(v: &Value) -> String {
-    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    let mut h = Fnv(FNV_OFFSET);
     feed(&mut h, v);
     format!("{:016x}", h.0)
 }
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
 struct Fnv(u64);
 
@@ -237,15 +262,18 @@ fn feed(h: &mut Fnv, v: &Value) {
                 feed(h, item);
             }
         }
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            h.tagged(b'{', &(keys.len() as u64).to_le_bytes());
-            for k in keys {
-                h.tagged(b'k', k.as_bytes());
-                feed(h, &map[k]);
-            }
-        }
+        Value::Object(map) => feed_map(h, map.iter()),
+    }
+}
+
+/// An object's entries, in key order.
+fn feed_map<'a>(h: &mut Fnv, entries: impl Iterator<Item = (&'a String, &'a Value)>) {
+    let mut entries: Vec<(&String, &Value)> = entries.collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    h.tagged(b'{', &(entries.len() as u64).to_le_bytes());
+    for (k, v) in entries {
+        h.tagged(b'k', k.as_bytes());
+        feed(h, v);
     }
 }
 

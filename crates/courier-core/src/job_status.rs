@@ -16,6 +16,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{JobCondition, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
 
 use courier_api::reasons::{
     JOB_REASON_DISPATCH_FAILED, REASON_CLUSTER_REMOVED, REASON_MIRROR_REJECTED,
@@ -24,6 +25,7 @@ use courier_api::reasons::{
 use courier_api::{CONDITION_DISPATCHED, CONDITION_PLACED, REASON_MIRROR_CREATED};
 
 use crate::job::condition;
+use crate::reconcile::status_patch;
 use crate::status::{COMPLETIONS_REACHED, COMPLETIONS_REACHED_MESSAGE};
 
 /// Values kept without allocating: condition types and statuses, the Job controller's reasons and
@@ -214,6 +216,17 @@ pub struct CachedStatus {
 impl CachedStatus {
     /// The full status this was made from.
     pub fn expand(&self) -> JobStatus {
+        JobStatus {
+            conditions: self
+                .conditions
+                .as_deref()
+                .map(|c| c.iter().map(Condition::expand).collect()),
+            ..self.expand_but_conditions()
+        }
+    }
+
+    /// [`Self::expand`] without the conditions.
+    fn expand_but_conditions(&self) -> JobStatus {
         let rare = self.rare.as_deref();
         JobStatus {
             active: self.active,
@@ -223,10 +236,7 @@ impl CachedStatus {
             terminating: self.terminating,
             start_time: self.start_time.clone(),
             completion_time: self.completion_time.clone(),
-            conditions: self
-                .conditions
-                .as_deref()
-                .map(|c| c.iter().map(Condition::expand).collect()),
+            conditions: None,
             completed_indexes: rare.and_then(|r| r.completed_indexes.clone()),
             failed_indexes: rare.and_then(|r| r.failed_indexes.clone()),
             uncounted_terminated_pods: if self.uncounted_empty {
@@ -235,6 +245,41 @@ impl CachedStatus {
                 rare.and_then(|r| r.uncounted_terminated_pods.clone())
             },
         }
+    }
+
+    /// The JSON merge patch of `/status` from `old` to `self`: the same as
+    /// [`crate::reconcile::status_patch`] of the two, without encoding the old conditions (the
+    /// costly part: every time is formatted). A merge patch carries a list whole or not at all:
+    /// - equal conditions here are equal encoded: not in the patch;
+    /// - compact conditions (times in whole seconds, as `Time` encodes them) that differ here differ
+    ///   encoded: the new list (or `null`) is the patch's;
+    /// - with a time finer than a second on either side, two lists may differ here and encode
+    ///   alike (the fraction is not encoded): both are encoded and compared, as before.
+    pub fn patch_from(&self, old: &CachedStatus) -> Result<Value, serde_json::Error> {
+        let same = self.conditions == old.conditions;
+        if !same && (self.has_fine_times() || old.has_fine_times()) {
+            return status_patch(old, self);
+        }
+        let mut patch = status_patch(&old.expand_but_conditions(), &self.expand_but_conditions())?;
+        if !same && let Value::Object(map) = &mut patch {
+            let conditions = match self.conditions.as_deref() {
+                Some(c) => {
+                    serde_json::to_value(c.iter().map(Condition::expand).collect::<Vec<_>>())?
+                }
+                None => Value::Null,
+            };
+            map.insert("conditions".into(), conditions);
+        }
+        Ok(patch)
+    }
+
+    /// A condition keeps a time finer than a second (kept whole).
+    fn has_fine_times(&self) -> bool {
+        self.conditions
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .any(|c| matches!(c, Condition::Whole(_)))
     }
 
     /// Whether a condition of type `type_` is present with status True.

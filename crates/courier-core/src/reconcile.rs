@@ -472,6 +472,14 @@ fn human(d: Duration) -> String {
     }
 }
 
+/// The JSON merge patch from `old` to `new` (explicit nulls for cleared fields, `{}` when nothing
+/// changed), both encoded whole; an error when either does not encode as JSON.
+pub fn status_patch<T: serde::Serialize>(old: &T, new: &T) -> Result<Value, serde_json::Error> {
+    let old = serde_json::to_value(old)?;
+    let new = serde_json::to_value(new)?;
+    Ok(merge_patch(&old, &new).unwrap_or_else(|| Value::Object(Map::new())))
+}
+
 /// The RFC 7386 JSON merge patch turning `old` into `new` (`None` when equal): changed keys, removed
 /// keys as `null`; arrays and scalars are replaced whole.
 pub fn merge_patch(old: &Value, new: &Value) -> Option<Value> {

@@ -140,6 +140,13 @@ pub trait Workload: fmt::Debug + Clone + PartialEq + Default + 'static {
     /// `new` differs from `old` in the gauges of running pods only (a Job's `active`, `ready`,
     /// `terminating`), nothing else.
     fn gauges_only(old: &Self::Status, new: &Self::Status) -> bool;
+    /// The JSON merge patch of the origin's `/status` from `old` to `new` (explicit nulls for
+    /// cleared fields, `{}` when nothing changed); an error when either does not encode as JSON.
+    /// By default both are encoded whole and diffed; a kind may skip encoding what it can tell is
+    /// unchanged, as long as the patch is the same.
+    fn status_patch(old: &Self::Status, new: &Self::Status) -> Result<Value, serde_json::Error> {
+        crate::reconcile::status_patch(old, new)
+    }
 
     // ---- Courier's own records on the origin's status ----
 

@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use courier_core::job::finished;
+use courier_core::job_status::CachedStatus;
 use courier_core::mirror::{is_bookkeeping_annotation, is_bookkeeping_label};
-use courier_core::reconcile::OriginView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -50,14 +50,17 @@ impl WriteAnswer {
     /// cannot be read (then the watch brings the new version).
     pub fn apply_to(&self, cached: &OriginEntry) -> Option<OriginEntry> {
         let rv = self.metadata.resource_version.clone()?;
-        let mut entry = cached.clone();
-        let view: &mut OriginView = &mut entry.view;
-        view.status = status_from_text(self.status.as_deref()).ok()?;
-        view.resource_version = Some(rv);
-        if finished(&view.status).is_some() {
-            entry.source = None;
-        }
-        Some(entry)
+        let status: CachedStatus = status_from_text(self.status.as_deref()).ok()?;
+        let source = if finished(&status).is_some() {
+            None
+        } else {
+            cached.source.clone()
+        };
+        Some(OriginEntry {
+            view: cached.view.with_status(status, Some(rv)),
+            created: cached.created,
+            source,
+        })
     }
 }
 

@@ -299,3 +299,41 @@ proptest! {
         );
     }
 }
+
+/// The template hash is the hash of the template the mirror gets (it is computed without copying
+/// the template).
+#[test]
+fn the_template_hash_is_the_hash_of_the_mirror_template() {
+    let labels = json!({"batch.kubernetes.io/controller-uid": "u", "job-name": "a",
+                        "batch.kubernetes.io/job-name": "a", "controller-uid": "u"});
+    let mut with_app = labels.clone();
+    with_app["app"] = json!("x");
+    let pod = json!({"containers": [{"name": "c", "image": "busybox", "args": [1, 2.5]}],
+                     "restartPolicy": "Never"});
+    let metas = [
+        None,
+        Some(json!({})),
+        Some(json!("not an object")),
+        Some(json!({"labels": labels})),
+        Some(json!({"labels": with_app, "annotations": {"a": "b"}})),
+        Some(json!({"labels": "not an object"})),
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for meta in metas {
+        for manual in [None, Some(true), Some(false)] {
+            let mut template = json!({"spec": pod});
+            if let Some(m) = &meta {
+                template["metadata"] = m.clone();
+            }
+            let mut spec = json!({"template": template});
+            if let Some(m) = manual {
+                spec["manualSelector"] = json!(m);
+            }
+            let want = mirror_template(&spec).map(|t| hash_value(&t));
+            assert_eq!(template_hash(&spec), want, "{spec}");
+            seen.extend(want);
+        }
+    }
+    assert!(seen.len() >= 6, "the cases hash apart: {seen:?}");
+    assert_eq!(template_hash(&json!({"template": "x"})), None);
+}

@@ -219,6 +219,45 @@ fn same_everywhere(s: &JobStatus) {
     }
 }
 
+/// `CachedStatus::patch_from` gives the patch of both statuses encoded whole and diffed.
+fn same_patch(old: &JobStatus, new: &JobStatus) {
+    let (o, n) = (
+        CachedStatus::from(old.clone()),
+        CachedStatus::from(new.clone()),
+    );
+    let whole = crate::reconcile::status_patch(old, new).unwrap_or_else(|e| panic!("{e}"));
+    let patch = n.patch_from(&o).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(patch, whole, "the patch from {old:?} to {new:?}");
+}
+
+#[test]
+fn conditions_that_differ_only_below_a_second_are_not_in_the_patch() {
+    let at = |nanos| {
+        Some(Time(
+            Timestamp::new(1_790_000_000, nanos).unwrap_or(Timestamp::UNIX_EPOCH),
+        ))
+    };
+    let with = |nanos| JobStatus {
+        active: Some(1),
+        conditions: Some(vec![JobCondition {
+            type_: "Complete".into(),
+            status: "True".into(),
+            last_transition_time: at(nanos),
+            ..JobCondition::default()
+        }]),
+        ..JobStatus::default()
+    };
+    let (old, new) = (with(300_000_000), with(700_000_000));
+    same_patch(&old, &new);
+    let patch = CachedStatus::from(new)
+        .patch_from(&CachedStatus::from(old))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(patch, serde_json::json!({}));
+    let (old, new) = (with(0), JobStatus::default());
+    same_patch(&old, &new);
+    same_patch(&new, &old);
+}
+
 /// The full status as JSON decodes it again (times to the second, as `Time` encodes them).
 trait ThroughJson {
     fn expand_through_json(self) -> JobStatus;
@@ -237,6 +276,19 @@ proptest! {
     #[test]
     fn the_cached_form_loses_nothing(s in status()) {
         same_everywhere(&s);
+    }
+
+    #[test]
+    fn the_status_patch_is_the_diff_of_the_whole_statuses(
+        old in status(),
+        new in status(),
+        same_conditions in any::<bool>(),
+    ) {
+        let mut new = new;
+        if same_conditions {
+            new.conditions.clone_from(&old.conditions);
+        }
+        same_patch(&old, &new);
     }
 
     #[test]
@@ -309,6 +361,10 @@ fn every_recorded_status_survives_and_translates_alike() {
         parallelism: Some(1),
         ..JobSpecEssentials::default()
     };
+    for (s, next) in statuses.iter().zip(statuses.iter().skip(1)) {
+        same_patch(s, next);
+        same_patch(s, s);
+    }
     for s in &statuses {
         same_everywhere(s);
         for origin in [JobStatus::default(), s.clone()] {

@@ -5,7 +5,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use courier_api::reasons::{EVENT_DISPATCH_FAILED, EVENT_STATUS_SYNC_FAILED};
@@ -13,21 +12,13 @@ use courier_api::{ANNOTATION_EPOCH, ANNOTATION_REDISPATCHES, FINALIZER, LABEL_CL
 
 use super::{
     ActionOf, DecisionOf, DispatchConfig, EventType, InputOf, MirrorOf, ObservationOf, OriginOf,
-    Wait, merge_patch,
+    Wait,
 };
 use crate::hints::AvoidKind;
 use crate::namespaces::{WorkerNamespaces, pod_security_labels};
 use crate::ownership::{Intent, OriginIdentity, Ownership, classify, epoch_label};
 use crate::placement::{ClusterView, Exclusions, Ineligibility};
 use crate::workload::Workload;
-
-/// The JSON merge patch from `old` to `new` (explicit nulls for cleared fields, `{}` when nothing
-/// changed); an error when either does not encode as JSON.
-pub(super) fn status_patch<T: Serialize>(old: &T, new: &T) -> Result<Value, serde_json::Error> {
-    let old = serde_json::to_value(old)?;
-    let new = serde_json::to_value(new)?;
-    Ok(merge_patch(&old, &new).unwrap_or_else(|| json!({})))
-}
 
 pub(super) struct Plan<'a, W: Workload> {
     pub(super) input: &'a InputOf<'a, W>,
@@ -293,7 +284,7 @@ impl<'a, W: Workload> Plan<'a, W> {
     }
 
     pub(super) fn write_status(&mut self, status: W::Status) -> bool {
-        let status_patch = match status_patch(&self.origin().status, &status) {
+        let status_patch = match W::status_patch(&self.origin().status, &status) {
             Ok(p) => p,
             Err(e) => {
                 // Never a `null` patch: it would clear the origin's whole status.
@@ -443,6 +434,7 @@ mod tests {
     use k8s_openapi::api::batch::v1::JobStatus;
 
     use super::*;
+    use crate::reconcile::status_patch;
 
     #[test]
     fn a_status_that_does_not_encode_is_an_error_not_a_null_patch() {

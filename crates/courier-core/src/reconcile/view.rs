@@ -111,6 +111,28 @@ impl<W: Workload> OriginOf<W> {
         }
     }
 
+    /// This view as of a later version of the same object that differs in its status only (the
+    /// answer to a status write): the old status is not copied.
+    pub fn with_status(&self, status: W::Status, resource_version: Option<String>) -> Self {
+        Self {
+            uid: self.uid.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            managed_by: self.managed_by.clone(),
+            deletion_timestamp: self.deletion_timestamp,
+            finalizers: self.finalizers.clone(),
+            labels: self.labels.clone(),
+            annotations: self.annotations.clone(),
+            oversized: self.oversized.clone(),
+            spec: self.spec.clone(),
+            spec_fields: self.spec_fields.clone(),
+            status,
+            generation: self.generation,
+            resource_version,
+            template_hash: self.template_hash.clone(),
+        }
+    }
+
     /// Whether Courier owns this origin (`spec.managedBy`).
     pub fn is_ours(&self) -> bool {
         self.managed_by.as_deref() == Some(MANAGED_BY)
