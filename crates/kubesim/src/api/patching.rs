@@ -109,14 +109,8 @@ impl Api {
                 "415: Unsupported Media Type",
             ));
         };
-        let now = crate::time::now_string();
-        let api_version = s.info().api_version();
-        let mgr = crate::structured::Manager {
-            name: &o.manager,
-            api_version: &api_version,
-            subresource: (part == Part::Status).then_some("status"),
-            now: &now,
-        };
+        let stamp = s.stamp(o, part);
+        let mgr = stamp.manager();
         loop {
             let old = self.store.get(&s.table, ns, name);
             let live = old.as_ref().map(|st| self.served_value(s, st));

@@ -109,15 +109,12 @@ impl Served {
         part: Part,
     ) {
         let Some(t) = &self.schema else { return };
-        let now = crate::time::now_string();
-        let api_version = self.info().api_version();
-        let mgr = crate::structured::Manager {
-            name: &o.manager,
-            api_version: &api_version,
-            subresource: (part == Part::Status).then_some("status"),
-            now: &now,
-        };
-        crate::structured::update_managed_fields(t, old, obj, &mgr);
+        crate::structured::update_managed_fields(t, old, obj, &self.stamp(o, part).manager());
+    }
+
+    /// Who writes `part` with options `o`, now, as managedFields record it.
+    pub fn stamp(&self, o: &WriteOpts, part: Part) -> crate::structured::Stamp {
+        crate::structured::Stamp::new(&o.manager, self.info().api_version(), part == Part::Status)
     }
 
     /// The generic ObjectMeta checks `rest.BeforeCreate` runs, with the kind's name rule.

@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value};
 
+use super::Manager;
 use super::fieldset::FieldSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -321,5 +322,36 @@ pub fn cap_update_managers(entries: &mut Vec<Entry>) {
         entries[bucket_pos].api_version = version;
         entries.remove(cur);
         length -= 1;
+    }
+}
+
+/// A [`Manager`] that owns its strings: built once per write (the time taken when it is built) and
+/// lent to the field manager as [`Stamp::manager`].
+#[derive(Debug, Clone)]
+pub struct Stamp {
+    name: String,
+    api_version: String,
+    subresource: Option<&'static str>,
+    now: String,
+}
+
+impl Stamp {
+    /// A write by `name` through `api_version`, on the `status` subresource or the main resource, now.
+    pub fn new(name: &str, api_version: String, status: bool) -> Self {
+        Self {
+            name: name.to_string(),
+            api_version,
+            subresource: status.then_some("status"),
+            now: crate::time::now_string(),
+        }
+    }
+
+    pub fn manager(&self) -> Manager<'_> {
+        Manager {
+            name: &self.name,
+            api_version: &self.api_version,
+            subresource: self.subresource,
+            now: &self.now,
+        }
     }
 }

@@ -28,7 +28,7 @@ use std::sync::LazyLock;
 use serde_json::{Map, Value, json};
 
 pub use fieldset::FieldSet;
-pub use managed::{Entry, Operation};
+pub use managed::{Entry, Operation, Stamp};
 pub use smp::{PatchError, strategic_merge};
 pub use typed::{Comparison, TypedError};
 
