@@ -12,6 +12,8 @@ mod context;
 mod execute;
 pub mod reconcile;
 pub mod store;
+#[cfg(test)]
+mod trim_equivalence;
 
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@
 //! decisions read as a short sorted list (`courier_core::compact::SmallMap`; a fixed list of keys:
 //! cluster, epoch, re-dispatch count, cluster selector, Kueue's queue; each value at most 1 KiB, a
 //! longer one is treated as absent: see `courier_core::reconcile::view`), the spec facts decisions
-//! read (`JobSpecEssentials`, read from `KEPT_SPEC_FIELDS`; of `successPolicy` only its presence)
+//! read (`JobSpecEssentials`, read from `READ_SPEC_FIELDS`; of `successPolicy` only its presence)
 //! and, as `SpecFields`, only the spec fields that flow down. The pod template is reduced to its
 //! hash (template drift, see `courier_core::drift`); managedFields and user metadata are dropped.
 //! A finished bench Job's entry holds about 1.1 KB of heap (`entry_memory.rs` bounds it). Beside the view, the entry keeps the mirror source: name, namespace, uid, labels,
@@ -30,21 +30,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use courier_core::job::finished;
-use courier_core::reconcile::view::{ORIGIN_ANNOTATION_KEYS, ORIGIN_LABEL_KEYS};
+use courier_core::reconcile::view::OriginMeta;
 use courier_core::reconcile::{OriginView, ViewError};
 use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tracing::warn;
 
 use crate::queue::ObjectKey;
 use crate::watch::{Cache, SlimJob};
 
-/// Spec fields the trimmed origin is read from: the spec facts decisions read
-/// (`JobSpecEssentials`) and the fields that flow down; the view keeps only the latter
-/// (`Workload::SPEC_FIELDS`) besides those facts.
-const KEPT_SPEC_FIELDS: [&str; 12] = [
+/// The spec fields an origin's view is read from (the spec facts decisions read,
+/// `JobSpecEssentials`; the fields that flow down, `Workload::SPEC_FIELDS`; `managedBy`) and the
+/// template with `manualSelector` for the template hash. Nothing else of the spec is decoded.
+const READ_SPEC_FIELDS: [&str; 13] = [
     "managedBy",
     "suspend",
     "completions",
@@ -57,6 +57,7 @@ const KEPT_SPEC_FIELDS: [&str; 12] = [
     "maxFailedIndexes",
     "podReplacementPolicy",
     "successPolicy",
+    "template",
 ];
 
 /// One cached origin.
@@ -102,12 +103,22 @@ impl OriginEntry {
     }
 }
 
+/// Whether a Job's spec says Courier manages it.
+fn is_ours(spec: &Value) -> bool {
+    spec.get("managedBy").and_then(Value::as_str) == Some(courier_api::MANAGED_BY)
+}
+
 /// Trims a Job (as JSON) to what the origin cache keeps. `None` when it is not Courier's.
 pub fn trim(job: &Value) -> Result<Option<OriginEntry>, ViewError> {
-    let Some((view, created)) = trim_view(job)? else {
+    if !job.get("spec").is_some_and(is_ours) {
         return Ok(None);
-    };
+    }
+    let view = OriginView::from_json(job)?;
     let meta = job.get("metadata");
+    let created = meta
+        .and_then(|m| m.get("creationTimestamp"))
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse().ok());
     let source = json!({
         "metadata": {
             "name": view.name, "namespace": view.namespace, "uid": view.uid,
@@ -120,118 +131,33 @@ pub fn trim(job: &Value) -> Result<Option<OriginEntry>, ViewError> {
     Ok(Some(OriginEntry::new(view, created, source)))
 }
 
-/// The view and creation time of a managed Job; `None` when it is not Courier's.
-fn trim_view(job: &Value) -> Result<Option<(OriginView, Option<Timestamp>)>, ViewError> {
-    let meta = job.get("metadata").and_then(Value::as_object);
-    let status = job.get("status").cloned().unwrap_or(Value::Null);
-    trim_parts(meta, job.get("spec"), status)
-}
-
-/// [`trim_view`] of a Job's metadata, spec and status.
-fn trim_parts(
-    meta: Option<&Map<String, Value>>,
-    spec_value: Option<&Value>,
-    status: Value,
-) -> Result<Option<(OriginView, Option<Timestamp>)>, ViewError> {
-    let spec = spec_value.and_then(Value::as_object);
-    let managed = spec
-        .and_then(|s| s.get("managedBy"))
-        .and_then(Value::as_str)
-        == Some(courier_api::MANAGED_BY);
-    if !managed {
-        return Ok(None);
-    }
-    let meta = meta.ok_or(ViewError::MissingField { field: "metadata" })?;
-    let mut m = Map::new();
-    for key in [
-        "name",
-        "namespace",
-        "uid",
-        "resourceVersion",
-        "generation",
-        "deletionTimestamp",
-        "finalizers",
-    ] {
-        if let Some(v) = meta.get(key) {
-            m.insert(key.into(), v.clone());
-        }
-    }
-    // Only the keys decisions read; `OriginView::from_json` then drops over-long values.
-    for (key, kept) in [
-        ("labels", &ORIGIN_LABEL_KEYS[..]),
-        ("annotations", &ORIGIN_ANNOTATION_KEYS[..]),
-    ] {
-        if let Some(map) = meta.get(key).and_then(Value::as_object) {
-            let ours: Map<String, Value> = map
-                .iter()
-                .filter(|(k, _)| kept.contains(&k.as_str()))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            m.insert(key.into(), Value::Object(ours));
-        }
-    }
-    let mut s = Map::new();
-    if let Some(spec) = spec {
-        for key in KEPT_SPEC_FIELDS {
-            if let Some(v) = spec.get(key).filter(|v| !v.is_null()) {
-                // Only the presence of a success policy matters to decisions.
-                let v = if key == "successPolicy" {
-                    json!({})
-                } else {
-                    v.clone()
-                };
-                s.insert(key.into(), v);
-            }
-        }
-    }
-    let trimmed = json!({
-        "metadata": m,
-        "spec": s,
-        "status": status,
-    });
-    let mut view = OriginView::from_json(&trimmed)?;
-    view.template_hash = spec_value.and_then(courier_core::drift::template_hash);
-    let created = meta
-        .get("creationTimestamp")
-        .and_then(Value::as_str)
-        .and_then(|t| t.parse().ok());
-    Ok(Some((view, created)))
-}
-
-/// What [`trim`] reads of a Job, from its slim decode (the spec parsed once, nothing else
-/// re-serialised but the mirror source's metadata).
+/// [`trim`] of a Job's slim decode: the view is built from its typed metadata through the same
+/// constructor ([`OriginView::from_parts`]), of the spec only [`READ_SPEC_FIELDS`] are decoded,
+/// the status straight into its cached form, and the mirror source carries the spec as the text
+/// it arrived in.
 pub fn trim_job(job: &SlimJob) -> Result<Option<OriginEntry>, ViewError> {
-    let spec = job.spec_value();
-    if spec.get("managedBy").and_then(Value::as_str) != Some(courier_api::MANAGED_BY) {
+    let spec = job.spec_fields(&READ_SPEC_FIELDS);
+    if !is_ours(&spec) {
         return Ok(None);
     }
     let m = &job.metadata;
-    // Only the labels and annotations decisions read are copied; the status is decoded below.
-    let kept = |map: &Option<BTreeMap<String, String>>, keys: &[&str]| -> Value {
-        map.as_ref().map_or(Value::Null, |map| {
-            keys.iter()
-                .filter_map(|k| Some((k.to_string(), Value::from(map.get(*k)?.as_str()))))
-                .collect::<Map<String, Value>>()
-                .into()
+    let meta = OriginMeta {
+        name: m.name.as_deref(),
+        namespace: m.namespace.as_deref(),
+        uid: m.uid.as_deref(),
+        resource_version: m.resource_version.as_deref(),
+        generation: m.generation,
+        deletion_timestamp: m.deletion_timestamp.as_ref().map(|t| t.0),
+        finalizers: m.finalizers.as_deref().unwrap_or_default(),
+        labels: m.labels.as_ref(),
+        annotations: m.annotations.as_ref(),
+    };
+    let view = OriginView::from_parts(meta, &spec, || {
+        job.status_as().map_err(|e| ViewError::Malformed {
+            field: "status",
+            reason: e.to_string(),
         })
-    };
-    let meta = json!({
-        "name": m.name, "namespace": m.namespace, "uid": m.uid,
-        "resourceVersion": m.resource_version, "generation": m.generation,
-        "creationTimestamp": m.creation_timestamp, "deletionTimestamp": m.deletion_timestamp,
-        "finalizers": m.finalizers,
-        "labels": kept(&m.labels, &ORIGIN_LABEL_KEYS),
-        "annotations": kept(&m.annotations, &ORIGIN_ANNOTATION_KEYS),
-    });
-    let Some((mut view, created)) = trim_parts(meta.as_object(), Some(&spec), Value::Null)? else {
-        return Ok(None);
-    };
-    // The status is decoded from its text straight into its cached form.
-    view.status = job.status_as().map_err(|e| ViewError::Malformed {
-        field: "status",
-        reason: e.to_string(),
     })?;
-    // The spec goes into the mirror source as the text it arrived in.
     let source = Source {
         metadata: SourceMeta {
             name: &view.name,
@@ -246,6 +172,7 @@ pub fn trim_job(job: &SlimJob) -> Result<Option<OriginEntry>, ViewError> {
         field: "spec",
         reason: e.to_string(),
     })?;
+    let created = m.creation_timestamp.as_ref().map(|t| t.0);
     Ok(Some(OriginEntry::new(view, created, source)))
 }
 

@@ -26,17 +26,9 @@ pub struct SlimJob {
 }
 
 impl SlimJob {
-    /// The spec as JSON (`Null` when absent or unreadable).
-    pub fn spec_value(&self) -> Value {
-        self.spec
-            .as_deref()
-            .and_then(|s| serde_json::from_str(s.get()).ok())
-            .unwrap_or(Value::Null)
-    }
-
     /// Only the fields of the spec named in `keys`, as a JSON object (`Null` when the spec is absent
-    /// or unreadable): every other field (the pod template above all) is skipped without building
-    /// anything, where [`Self::spec_value`] builds the whole tree.
+    /// or unreadable): every other field (the pod template above all, unless named) is skipped
+    /// without building anything.
     pub fn spec_fields(&self, keys: &[&'static str]) -> Value {
         let Some(text) = self.spec.as_deref().map(RawValue::get) else {
             return Value::Null;
@@ -239,7 +231,6 @@ mod tests {
             Some(r#"{"parallelism":2,"template":{"spec":{"containers":[]}}}"#),
             "the spec is kept as the text it arrived in"
         );
-        assert_eq!(job.spec_value()["parallelism"], 2);
         assert_eq!(
             job.spec_fields(&["suspend", "parallelism", "template"]),
             serde_json::json!({"parallelism": 2, "template": {"spec": {"containers": []}}}),

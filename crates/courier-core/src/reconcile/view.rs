@@ -32,39 +32,95 @@ pub const ORIGIN_ANNOTATION_KEYS: [&str; 3] = [
 /// `courier.dev/*` annotation costs no more memory than any other.
 pub const MAX_ORIGIN_VALUE: usize = 1024;
 
-/// Keeps the `keys` of `map` whose value is at most [`MAX_ORIGIN_VALUE`] bytes; the keys of longer
-/// values are added to `oversized`.
-fn keep(map: BTreeMap<String, String>, keys: &[&str], oversized: &mut Vec<String>) -> SmallMap {
+/// Keeps the `keys` of `map` whose value is at most [`MAX_ORIGIN_VALUE`] bytes (only those are
+/// copied); the keys of longer values are added to `oversized`.
+fn keep(
+    map: Option<&BTreeMap<String, String>>,
+    keys: &[&str],
+    oversized: &mut Vec<String>,
+) -> SmallMap {
     map.into_iter()
+        .flatten()
         .filter(|(k, _)| keys.contains(&k.as_str()))
         .filter_map(|(k, v)| {
             if v.len() > MAX_ORIGIN_VALUE {
-                oversized.push(k);
+                oversized.push(k.clone());
                 None
             } else {
-                Some((k, v))
+                Some((k.clone(), v.clone()))
             }
         })
         .collect()
 }
 
+/// An origin's metadata as [`OriginOf::from_parts`] reads it, borrowed from wherever it was
+/// decoded: a JSON tree ([`OriginOf::from_json`]) or a watch's typed decode.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OriginMeta<'a> {
+    pub name: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub uid: Option<&'a str>,
+    pub resource_version: Option<&'a str>,
+    pub generation: Option<i64>,
+    pub deletion_timestamp: Option<Timestamp>,
+    pub finalizers: &'a [String],
+    /// Every label (only [`ORIGIN_LABEL_KEYS`] are read).
+    pub labels: Option<&'a BTreeMap<String, String>>,
+    /// Every annotation (only [`ORIGIN_ANNOTATION_KEYS`] are read).
+    pub annotations: Option<&'a BTreeMap<String, String>>,
+}
+
 impl<W: Workload> OriginOf<W> {
     /// Reads an origin (as JSON: a typed object or `DynamicObject` serialized) into a view,
     /// keeping only the labels and annotations decisions read ([`ORIGIN_LABEL_KEYS`],
-    /// [`ORIGIN_ANNOTATION_KEYS`], each at most [`MAX_ORIGIN_VALUE`] bytes).
+    /// [`ORIGIN_ANNOTATION_KEYS`], each at most [`MAX_ORIGIN_VALUE`] bytes): its parts read out
+    /// of the tree, then [`Self::from_parts`].
     pub fn from_json(job: &Value) -> Result<Self, ViewError> {
         let meta = Meta::read(job)?;
+        let parts = OriginMeta {
+            name: Some(&meta.name),
+            namespace: Some(&meta.namespace),
+            uid: meta.uid.as_deref(),
+            resource_version: job
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str),
+            generation: job.pointer("/metadata/generation").and_then(Value::as_i64),
+            deletion_timestamp: meta.deletion_timestamp,
+            finalizers: &meta.finalizers,
+            labels: Some(&meta.labels),
+            annotations: Some(&meta.annotations),
+        };
+        let spec = job.get("spec").unwrap_or(&Value::Null);
+        Self::from_parts(parts, spec, || read_status::<W>(job))
+    }
+
+    /// The one place an origin view is built (from [`Self::from_json`] and from a watch's typed
+    /// decode alike). `spec` needs only the fields [`Workload::read_spec`] and
+    /// [`Workload::SPEC_FIELDS`] read, `spec.managedBy` and what [`Workload::template_hash`]
+    /// hashes (for a Job: the template and `manualSelector`); `Null` when absent. `status` is
+    /// decoded only once the metadata proved readable (a missing uid is reported first).
+    pub fn from_parts(
+        meta: OriginMeta<'_>,
+        spec: &Value,
+        status: impl FnOnce() -> Result<W::Status, ViewError>,
+    ) -> Result<Self, ViewError> {
+        let name = meta.name.ok_or(ViewError::MissingField {
+            field: "metadata.name",
+        })?;
+        let uid = meta
+            .uid
+            .filter(|u| !u.is_empty())
+            .ok_or(ViewError::MissingField {
+                field: "metadata.uid",
+            })?;
         let mut oversized = Vec::new();
         let labels = keep(meta.labels, &ORIGIN_LABEL_KEYS, &mut oversized);
         let annotations = keep(meta.annotations, &ORIGIN_ANNOTATION_KEYS, &mut oversized);
-        let spec_json = job.get("spec").unwrap_or(&Value::Null);
         Ok(Self {
-            uid: meta.uid.ok_or(ViewError::MissingField {
-                field: "metadata.uid",
-            })?,
-            namespace: meta.namespace,
-            name: meta.name,
-            managed_by: spec_json
+            uid: uid.to_string(),
+            namespace: meta.namespace.unwrap_or_default().to_string(),
+            name: name.to_string(),
+            managed_by: spec
                 .get("managedBy")
                 .and_then(Value::as_str)
                 .map(|m| match m {
@@ -72,19 +128,16 @@ impl<W: Workload> OriginOf<W> {
                     other => Cow::Owned(other.to_string()),
                 }),
             deletion_timestamp: meta.deletion_timestamp,
-            finalizers: meta.finalizers,
+            finalizers: meta.finalizers.to_vec(),
             labels,
             annotations,
             oversized,
-            spec: W::read_spec(spec_json),
-            spec_fields: SpecFields::keep(spec_json, W::SPEC_FIELDS),
-            status: read_status::<W>(job)?,
-            generation: job.pointer("/metadata/generation").and_then(Value::as_i64),
-            resource_version: job
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            template_hash: job.get("spec").and_then(W::template_hash),
+            spec: W::read_spec(spec),
+            spec_fields: SpecFields::keep(spec, W::SPEC_FIELDS),
+            status: status()?,
+            generation: meta.generation,
+            resource_version: meta.resource_version.map(str::to_string),
+            template_hash: W::template_hash(spec),
         })
     }
 
@@ -101,8 +154,8 @@ impl<W: Workload> OriginOf<W> {
     ) -> Self {
         let mut oversized = Vec::new();
         Self {
-            labels: keep(labels, &ORIGIN_LABEL_KEYS, &mut oversized),
-            annotations: keep(annotations, &ORIGIN_ANNOTATION_KEYS, &mut oversized),
+            labels: keep(Some(&labels), &ORIGIN_LABEL_KEYS, &mut oversized),
+            annotations: keep(Some(&annotations), &ORIGIN_ANNOTATION_KEYS, &mut oversized),
             oversized,
             finalizers,
             deletion_timestamp,
