@@ -178,21 +178,26 @@ fn settle(node: &mut Map<String, Value>, member: bool) -> bool {
     false
 }
 
-/// [`difference`] of `a` and `b` written into `a`, walking `b`'s keys only.
-fn difference_in_place(a: &mut Map<String, Value>, b: &Map<String, Value>) {
+/// [`difference`] (`recursive`: [`recursive_difference`]) of `a` and `b` written into `a`, walking
+/// `b`'s keys only.
+fn difference_in_place(a: &mut Map<String, Value>, b: &Map<String, Value>, recursive: bool) {
     a.remove(DOT);
     for (k, nb) in b {
         if k == DOT {
             continue;
         }
         let Some(na) = a.get_mut(k) else { continue };
+        if recursive && is_member(nb) {
+            a.remove(k);
+            continue;
+        }
         let member = is_member(na) && !is_member(nb);
         let kids_a = children(na).is_some();
         let node = match na {
             Value::Object(m) if kids_a => {
                 m.remove(DOT);
                 if let Some(y) = children(nb) {
-                    difference_in_place(m, y);
+                    difference_in_place(m, y, recursive);
                 }
                 m
             }
@@ -330,7 +335,12 @@ impl FieldSet {
     /// `self = self.difference(other)`, in place: only the nodes `other` reaches are visited, the rest
     /// of `self` stays as it is (no copy). Same result as [`FieldSet::difference`].
     pub fn remove_all(&mut self, other: &FieldSet) {
-        difference_in_place(&mut self.0, &other.0);
+        difference_in_place(&mut self.0, &other.0, false);
+    }
+
+    /// `self = self.recursive_difference(other)`, in place, like [`FieldSet::remove_all`].
+    pub fn remove_all_below(&mut self, other: &FieldSet) {
+        difference_in_place(&mut self.0, &other.0, true);
     }
 
     /// `self = other.union(self)`, in place: only the nodes `other` reaches are visited, the rest of

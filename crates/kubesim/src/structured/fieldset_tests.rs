@@ -1,5 +1,5 @@
-//! The in-place set operations ([`FieldSet::remove_all`], [`FieldSet::add_all`]) against the copying
-//! ones they stand in for on every write.
+//! The in-place set operations ([`FieldSet::remove_all`], [`FieldSet::remove_all_below`],
+//! [`FieldSet::add_all`]) against the copying ones they stand in for on every write.
 
 use proptest::prelude::*;
 use serde_json::json;
@@ -29,6 +29,13 @@ proptest! {
         let mut d = a.clone();
         d.remove_all(&b);
         prop_assert_eq!(d, a.difference(&b));
+    }
+
+    #[test]
+    fn remove_all_below_is_recursive_difference(a in sets(), b in sets()) {
+        let mut d = a.clone();
+        d.remove_all_below(&b);
+        prop_assert_eq!(d, a.recursive_difference(&b));
     }
 
     #[test]
