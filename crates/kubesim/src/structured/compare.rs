@@ -29,9 +29,9 @@ impl Comparison {
         if fields.is_empty() {
             return;
         }
-        self.added = self.added.recursive_difference(fields);
-        self.modified = self.modified.recursive_difference(fields);
-        self.removed = self.removed.recursive_difference(fields);
+        self.added.remove_all_below(fields);
+        self.modified.remove_all_below(fields);
+        self.removed.remove_all_below(fields);
     }
 }
 

@@ -166,6 +166,92 @@ fn recursive_difference(a: &Map<String, Value>, b: &Map<String, Value>) -> Map<S
     out
 }
 
+/// Finishes a node rebuilt in place the way [`emit`] builds one: `node` holds its children (no `"."`);
+/// returns whether the node is to be dropped (childless non-member).
+fn settle(node: &mut Map<String, Value>, member: bool) -> bool {
+    if node.is_empty() {
+        return !member;
+    }
+    if member {
+        node.insert(DOT.to_string(), empty_node());
+    }
+    false
+}
+
+/// [`difference`] (`recursive`: [`recursive_difference`]) of `a` and `b` written into `a`, walking
+/// `b`'s keys only.
+fn difference_in_place(a: &mut Map<String, Value>, b: &Map<String, Value>, recursive: bool) {
+    a.remove(DOT);
+    for (k, nb) in b {
+        if k == DOT {
+            continue;
+        }
+        let Some(na) = a.get_mut(k) else { continue };
+        if recursive && is_member(nb) {
+            a.remove(k);
+            continue;
+        }
+        let member = is_member(na) && !is_member(nb);
+        let kids_a = children(na).is_some();
+        let node = match na {
+            Value::Object(m) if kids_a => {
+                m.remove(DOT);
+                if let Some(y) = children(nb) {
+                    difference_in_place(m, y, recursive);
+                }
+                m
+            }
+            _ => {
+                *na = empty_node();
+                match na {
+                    Value::Object(m) => m,
+                    _ => continue,
+                }
+            }
+        };
+        if settle(node, member) {
+            a.remove(k);
+        }
+    }
+}
+
+/// [`union`] of `b` and `a` written into `a`, walking `b`'s keys only.
+fn union_in_place(a: &mut Map<String, Value>, b: &Map<String, Value>) {
+    a.remove(DOT);
+    for (k, nb) in b {
+        if k == DOT {
+            continue;
+        }
+        let Some(na) = a.get_mut(k) else {
+            a.insert(k.clone(), nb.clone());
+            continue;
+        };
+        let member = is_member(na) || is_member(nb);
+        let kids_a = children(na).is_some();
+        let node = match (na, children(nb)) {
+            (Value::Object(m), Some(y)) if kids_a => {
+                m.remove(DOT);
+                union_in_place(m, y);
+                m
+            }
+            (Value::Object(m), None) if kids_a => {
+                m.remove(DOT);
+                m
+            }
+            (na, kids_b) => {
+                *na = Value::Object(kids_b.map(|_| child_set(nb)).unwrap_or_default());
+                match na {
+                    Value::Object(m) => m,
+                    _ => continue,
+                }
+            }
+        };
+        if settle(node, member) {
+            a.remove(k);
+        }
+    }
+}
+
 fn has_any_member(a: &Map<String, Value>, b: &Map<String, Value>) -> bool {
     let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
     small.iter().any(|(k, ns)| {
@@ -244,6 +330,24 @@ impl FieldSet {
 
     pub fn recursive_difference(&self, other: &FieldSet) -> FieldSet {
         FieldSet(recursive_difference(&self.0, &other.0))
+    }
+
+    /// `self = self.difference(other)`, in place: only the nodes `other` reaches are visited, the rest
+    /// of `self` stays as it is (no copy). Same result as [`FieldSet::difference`].
+    pub fn remove_all(&mut self, other: &FieldSet) {
+        difference_in_place(&mut self.0, &other.0, false);
+    }
+
+    /// `self = self.recursive_difference(other)`, in place, like [`FieldSet::remove_all`].
+    pub fn remove_all_below(&mut self, other: &FieldSet) {
+        difference_in_place(&mut self.0, &other.0, true);
+    }
+
+    /// `self = other.union(self)`, in place: only the nodes `other` reaches are visited, the rest of
+    /// `self` stays as it is (no copy). Same result as [`FieldSet::union`] (either order: the maps are
+    /// sorted).
+    pub fn add_all(&mut self, other: &FieldSet) {
+        union_in_place(&mut self.0, &other.0);
     }
 
     /// Whether the two sets share a member (cheaper than building the intersection).
@@ -419,3 +523,7 @@ fn canonical(m: &Map<String, Value>) -> Map<String, Value> {
     }
     out
 }
+
+#[cfg(test)]
+#[path = "fieldset_tests.rs"]
+mod tests;

@@ -336,7 +336,8 @@ fn update_entries(
     cmp.exclude(&reset_set(t, mgr.subresource));
     // The operation runs as a separate "current-operation" manager: every existing entry (including the
     // writer's own previous one) loses the fields this write changed or removed...
-    let changed = cmp.modified.union(&cmp.added);
+    let mut changed = std::mem::take(&mut cmp.modified);
+    changed.add_all(&cmp.added);
     let mut others = OtherVersions {
         conv,
         live,
@@ -360,7 +361,7 @@ fn update_entries(
             .find(|e| e.is(name, Operation::Update, mgr.api_version, sub))
         {
             Some(e) => {
-                e.set = current.union(&e.set);
+                e.set.add_all(&current);
                 e.api_version = mgr.api_version.to_string();
                 e.time = Some(mgr.now.to_string());
             }
@@ -400,10 +401,10 @@ fn release(
         let hit_changed = e.set.intersects(changed);
         let hit_removed = e.set.intersects(removed);
         if hit_changed {
-            e.set = e.set.difference(changed);
+            e.set.remove_all(changed);
         }
         if hit_removed {
-            e.set = e.set.difference(removed);
+            e.set.remove_all(removed);
         }
     }
     entries.retain(|e| !e.set.is_empty());
