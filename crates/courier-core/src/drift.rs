@@ -220,7 +220,7 @@ pub fn template_patch(live: &Value, desired: &Value) -> Option<Value> {
             }
         }
     }
-    crate::reconcile::merge_patch(live, &want)
+    crate::merge_patch::merge_patch(live, &want)
 }
 
 /// A stable 64-bit FNV-1a hash of a JSON value (object keys in sorted order), as 16 hex digits.

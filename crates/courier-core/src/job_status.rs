@@ -25,7 +25,7 @@ use courier_api::reasons::{
 use courier_api::{CONDITION_DISPATCHED, CONDITION_PLACED, REASON_MIRROR_CREATED};
 
 use crate::job::condition;
-use crate::reconcile::status_patch;
+use crate::merge_patch::status_patch;
 use crate::status::{COMPLETIONS_REACHED, COMPLETIONS_REACHED_MESSAGE};
 
 /// Values kept without allocating: condition types and statuses, the Job controller's reasons and
@@ -248,7 +248,7 @@ impl CachedStatus {
     }
 
     /// The JSON merge patch of `/status` from `old` to `self`: the same as
-    /// [`crate::reconcile::status_patch`] of the two, without encoding the old conditions (the
+    /// [`crate::merge_patch::status_patch`] of the two, without encoding the old conditions (the
     /// costly part: every time is formatted). A merge patch carries a list whole or not at all:
     /// - equal conditions here are equal encoded: not in the patch;
     /// - compact conditions (times in whole seconds, as `Time` encodes them) that differ here differ

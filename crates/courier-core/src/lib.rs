@@ -31,6 +31,7 @@ pub mod hints;
 pub mod indexes;
 pub mod job;
 pub mod job_status;
+pub mod merge_patch;
 pub mod mirror;
 pub mod namespaces;
 pub mod ownership;

@@ -145,7 +145,7 @@ pub trait Workload: fmt::Debug + Clone + PartialEq + Default + 'static {
     /// By default both are encoded whole and diffed; a kind may skip encoding what it can tell is
     /// unchanged, as long as the patch is the same.
     fn status_patch(old: &Self::Status, new: &Self::Status) -> Result<Value, serde_json::Error> {
-        crate::reconcile::status_patch(old, new)
+        crate::merge_patch::status_patch(old, new)
     }
 
     // ---- Courier's own records on the origin's status ----

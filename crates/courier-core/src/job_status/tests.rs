@@ -225,7 +225,7 @@ fn same_patch(old: &JobStatus, new: &JobStatus) {
         CachedStatus::from(old.clone()),
         CachedStatus::from(new.clone()),
     );
-    let whole = crate::reconcile::status_patch(old, new).unwrap_or_else(|e| panic!("{e}"));
+    let whole = crate::merge_patch::status_patch(old, new).unwrap_or_else(|e| panic!("{e}"));
     let patch = n.patch_from(&o).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(patch, whole, "the patch from {old:?} to {new:?}");
 }

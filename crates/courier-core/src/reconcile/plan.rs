@@ -434,7 +434,7 @@ mod tests {
     use k8s_openapi::api::batch::v1::JobStatus;
 
     use super::*;
-    use crate::reconcile::status_patch;
+    use crate::merge_patch::status_patch;
 
     #[test]
     fn a_status_that_does_not_encode_is_an_error_not_a_null_patch() {

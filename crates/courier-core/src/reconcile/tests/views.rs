@@ -1,6 +1,7 @@
 //! Reading Jobs into views, and the merge patches status writes send.
 
 use super::*;
+use crate::merge_patch::merge_patch;
 
 #[test]
 fn views_read_from_json() {
