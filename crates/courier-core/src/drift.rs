@@ -120,15 +120,26 @@ pub fn spec_hash(origin_spec: &impl SpecSource, kueue: bool) -> String {
 /// The pod template the mirror gets from an origin `spec`: the origin's, minus the four
 /// controller-generated labels unless `manualSelector` is true (the worker generates its own).
 pub fn mirror_template(origin_spec: &Value) -> Option<Value> {
-    let mut template = origin_spec
-        .get("template")
-        .filter(|t| t.is_object())?
-        .clone();
-    let manual = origin_spec.get("manualSelector").and_then(Value::as_bool) == Some(true);
-    if !manual && let Some(meta) = template.get_mut("metadata") {
-        strip_controller_labels(meta);
+    let (template, metadata) = template_of(origin_spec)?;
+    let mut template = template.clone();
+    if let Some(metadata) = metadata {
+        template.insert("metadata".into(), metadata);
     }
-    Some(template)
+    Some(Value::Object(template))
+}
+
+/// An origin's pod template and, where the mirror's differs (no `manualSelector`, a `metadata`
+/// present), the mirror's `metadata`: the one part [`mirror_template`] and [`template_hash`]
+/// change, so the template itself is read where it is.
+fn template_of(origin_spec: &Value) -> Option<(&Map<String, Value>, Option<Value>)> {
+    let template = origin_spec.get("template").and_then(Value::as_object)?;
+    let manual = origin_spec.get("manualSelector").and_then(Value::as_bool) == Some(true);
+    let metadata = template.get("metadata").filter(|_| !manual).map(|meta| {
+        let mut meta = meta.clone();
+        strip_controller_labels(&mut meta);
+        meta
+    });
+    Some((template, metadata))
 }
 
 /// Takes the Job controller's labels out of a template's `metadata` (and `labels` with them when
@@ -156,17 +167,11 @@ fn strip_controller_labels(meta: &mut Value) {
 pub fn template_hash(origin_spec: &Value) -> Option<String> {
     // `hash_value(&mirror_template(origin_spec)?)` without copying the template: only its
     // metadata is copied to take the labels out; the pod spec is hashed where it is.
-    let template = origin_spec.get("template").and_then(Value::as_object)?;
-    let manual = origin_spec.get("manualSelector").and_then(Value::as_bool) == Some(true);
-    let stripped = template.get("metadata").filter(|_| !manual).map(|meta| {
-        let mut meta = meta.clone();
-        strip_controller_labels(&mut meta);
-        meta
-    });
+    let (template, metadata) = template_of(origin_spec)?;
     let mut h = Fnv(FNV_OFFSET);
     feed_map(
         &mut h,
-        template.iter().map(|(k, v)| match &stripped {
+        template.iter().map(|(k, v)| match &metadata {
             Some(meta) if k == "metadata" => (k, meta),
             _ => (k, v),
         }),
