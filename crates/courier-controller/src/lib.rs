@@ -67,7 +67,6 @@ pub use recent::EventSnapshot;
 pub use snapshot::{
     ClusterSnapshot, ConditionSnapshot, Explanation, JobPhase, JobSnapshot, MirrorSnapshot,
 };
-pub use watch::SlimJob;
 
 /// Runs the controller until `shutdown` is cancelled (then releases the leader Lease, if held).
 pub async fn run(

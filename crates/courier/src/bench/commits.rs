@@ -83,7 +83,8 @@ fn record(ev: &Event, seen: &mut u64, namespace: &str, side: Side, recorder: &Re
     let status = serde_json::from_slice::<StatusOnly>(&obj.json)
         .ok()
         .and_then(|s| s.status);
-    recorder.committed(side, obj.name(), status.as_ref(), ev.committed);
+    let created = ev.kind == EventType::Added;
+    recorder.committed(side, obj.name(), created, status.as_ref(), ev.committed);
 }
 
 #[cfg(test)]
@@ -128,10 +129,9 @@ mod tests {
             follow(origins.clone(), "default", Side::Origin, recorder.clone()),
             follow(mirrors.clone(), "default", Side::Mirror, recorder.clone()),
         ];
-        for name in ["j", "foreign"] {
-            recorder.created(name, std::time::Instant::now());
-        }
-        // Not a mirror of ours (no origin label): recorded, its status would count as unmatched.
+        // Not a mirror of ours (no origin label): not recorded, or its status would count as
+        // unmatched (its origin exists).
+        put(&origins, "foreign", false, 0);
         put(&mirrors, "foreign", false, 1);
         for active in 1..=1500 {
             put(&mirrors, "j", true, active);
@@ -150,6 +150,8 @@ mod tests {
             (1500, 0),
             "{t:?}"
         );
+        // Both origins' creates and the one mirror's, from the commits.
+        assert_eq!((t.created, t.dispatched), (2, 1), "{t:?}");
         // The commits are microseconds apart, whenever the follower read them.
         assert!(t.status_latency.max_ms < 1000.0, "{t:?}");
         // 1,499 writes after the create, over the two Jobs created.

@@ -1,21 +1,17 @@
 //! What `courier bench` measures and how: a process's CPU time and memory from /proc, latency
 //! percentiles, and the per-Job timeline (origin created, mirror created, each status change on the
-//! mirror and when the origin first showed it), recorded twice: when the servers committed each
-//! version (read in process, see [`super::commits`]) and when the bench's own watches saw it.
+//! mirror and when the origin first showed it), each timed when the server committed that version
+//! (read in process, see [`super::commits`]).
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use courier_controller::SlimJob;
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::StreamExt as _;
 use k8s_openapi::api::batch::v1::JobStatus;
-use kube::runtime::watcher;
-use kube::{Api, Client};
 use serde::Serialize;
-use tokio::task::JoinHandle;
 
 /// CPU time and memory of a process, read from /proc (Linux).
 #[derive(Debug, Clone, Copy, Default)]
@@ -131,18 +127,18 @@ impl Signature {
     }
 }
 
-/// One Job's timeline as the bench process saw it.
+/// One Job's timeline, every instant the one at which a server committed the version.
 #[derive(Debug, Default)]
 struct Timeline {
+    /// The management server stored the origin's create.
     created: Option<Instant>,
+    /// Its worker stored the mirror's create.
     mirror_created: Option<Instant>,
-    /// Distinct non-empty mirror statuses, in order, when the bench's watch saw them.
-    mirror: Vec<(Signature, Instant)>,
-    /// Distinct origin statuses, in order, when the bench's watch saw them.
-    origin: Vec<(Signature, Instant)>,
-    /// The same two lists, timed when the servers committed each version.
+    /// Distinct non-empty mirror statuses, in order.
     mirror_commits: Vec<(Signature, Instant)>,
+    /// Distinct origin statuses, in order.
     origin_commits: Vec<(Signature, Instant)>,
+    /// The first origin version that is Complete or Failed.
     finished: Option<Instant>,
 }
 
@@ -157,10 +153,14 @@ fn push_distinct(list: &mut Vec<(Signature, Instant)>, sig: Signature, at: Insta
     }
 }
 
-/// The timelines of every Job of one run, filled by the watches and the submitter.
+/// The timelines of every Job of one run, filled by the in-process followers of the servers'
+/// Job tables ([`super::commits`]); the submitter only counts its creates.
 #[derive(Default)]
 pub struct Recorder {
     jobs: Mutex<HashMap<String, Timeline>>,
+    /// Creates the submitter saw answered (progress only).
+    submitted: AtomicUsize,
+    /// Origin creates the management server committed.
     created: AtomicUsize,
     mirrors: AtomicUsize,
     /// Origin versions the management server committed other than their creation.
@@ -173,26 +173,21 @@ pub struct Recorder {
 pub struct Timelines {
     /// Origins created by the bench.
     pub created: usize,
-    /// Of those, with a mirror seen.
+    /// Of those, with a mirror created on a worker.
     pub dispatched: usize,
     /// Of those, Complete or Failed on the origin.
     pub finished: usize,
-    /// First origin create to last mirror seen.
+    /// First origin create to last mirror create (commit times).
     pub dispatch_seconds: f64,
-    /// First origin create to the last origin finished.
+    /// First origin create to the last origin finished (commit times).
     pub end_to_end_seconds: f64,
-    /// Origin created to mirror seen, per Job.
+    /// Origin create to mirror create, per Job (commit times).
     pub dispatch_latency: Percentiles,
     /// Mirror status change committed on its worker to the origin's first committed version
     /// showing it (or a later mirror status): the servers' commit times, read in process.
     pub status_latency: Percentiles,
     /// Mirror status changes the origin never showed (nor any later one), by commits.
     pub status_unmatched: usize,
-    /// The same figure timed by the bench's own watches (mirror change seen to origin seen): it
-    /// includes the bench's delivery lag (one task decodes every origin event).
-    pub status_latency_watch_seen: Percentiles,
-    /// Unmatched changes by the watches.
-    pub status_unmatched_watch_seen: usize,
     /// Writes the management server committed to the origins (every version after the create:
     /// intent, status copies, finalizer), per origin created.
     pub origin_writes_per_job: f64,
@@ -201,52 +196,59 @@ pub struct Timelines {
 impl Recorder {
     fn with<R>(&self, name: &str, f: impl FnOnce(&mut Timeline) -> R) -> R {
         let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
-        f(jobs.entry(name.to_string()).or_default())
-    }
-
-    pub fn created(&self, name: &str, at: Instant) {
-        self.with(name, |t| t.created = Some(at));
-        self.created.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn mirror_seen(&self, name: &str, status: Option<&JobStatus>, at: Instant) {
-        let sig = Signature::of(status);
-        let first = self.with(name, |t| {
-            let first = t.mirror_created.is_none();
-            if first {
-                t.mirror_created = Some(at);
-            }
-            push_distinct(&mut t.mirror, sig, at, Side::Mirror);
-            first
-        });
-        if first {
-            self.mirrors.fetch_add(1, Ordering::Relaxed);
+        // Most calls find the Job: no key is allocated for them.
+        match jobs.get_mut(name) {
+            Some(t) => f(t),
+            None => f(jobs.entry(name.to_string()).or_default()),
         }
     }
 
-    pub fn origin_seen(&self, name: &str, status: Option<&JobStatus>, at: Instant) {
-        let sig = Signature::of(status);
-        let finished_now = self.with(name, |t| {
-            let finished_now = t.finished.is_none() && sig.finished();
-            if finished_now {
-                t.finished = Some(at);
-            }
-            push_distinct(&mut t.origin, sig, at, Side::Origin);
-            finished_now
-        });
-        if finished_now {
-            self.finished.fetch_add(1, Ordering::Relaxed);
-        }
+    /// The submitter's create of an origin was answered.
+    pub fn submitted(&self) {
+        self.submitted.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A version of `name` committed at `at` on the management server (origin) or a worker
-    /// (mirror), in commit order.
-    pub fn committed(&self, side: Side, name: &str, status: Option<&JobStatus>, at: Instant) {
+    /// (mirror), in commit order; `created` when it is the object's create.
+    pub fn committed(
+        &self,
+        side: Side,
+        name: &str,
+        created: bool,
+        status: Option<&JobStatus>,
+        at: Instant,
+    ) {
         let sig = Signature::of(status);
-        self.with(name, |t| match side {
-            Side::Origin => push_distinct(&mut t.origin_commits, sig, at, side),
-            Side::Mirror => push_distinct(&mut t.mirror_commits, sig, at, side),
+        let (first, finished_now) = self.with(name, |t| match side {
+            Side::Origin => {
+                let first = created && t.created.is_none();
+                if first {
+                    t.created = Some(at);
+                }
+                let finished_now = t.finished.is_none() && sig.finished();
+                if finished_now {
+                    t.finished = Some(at);
+                }
+                push_distinct(&mut t.origin_commits, sig, at, side);
+                (first, finished_now)
+            }
+            Side::Mirror => {
+                let first = created && t.mirror_created.is_none();
+                if first {
+                    t.mirror_created = Some(at);
+                }
+                push_distinct(&mut t.mirror_commits, sig, at, side);
+                (first, false)
+            }
         });
+        match side {
+            Side::Origin if first => self.created.fetch_add(1, Ordering::Relaxed),
+            Side::Mirror if first => self.mirrors.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
+        if finished_now {
+            self.finished.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The management server committed a write to an origin (not its create).
@@ -254,6 +256,9 @@ impl Recorder {
         self.origin_writes.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn submitted_count(&self) -> usize {
+        self.submitted.load(Ordering::Relaxed)
+    }
     pub fn created_count(&self) -> usize {
         self.created.load(Ordering::Relaxed)
     }
@@ -267,9 +272,7 @@ impl Recorder {
     /// The figures of the Jobs the bench created.
     pub fn summarize(&self) -> Timelines {
         let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
-        let mut dispatch = Vec::new();
-        let (mut status, mut status_seen) = (Vec::new(), Vec::new());
-        let (mut unmatched, mut unmatched_seen) = (0, 0);
+        let (mut dispatch, mut status, mut unmatched) = (Vec::new(), Vec::new(), 0);
         let (mut first_created, mut last_mirror, mut last_finished) = (None, None, None);
         let (mut created, mut dispatched, mut finished) = (0, 0, 0);
         for t in jobs.values() {
@@ -288,9 +291,6 @@ impl Recorder {
             let (lat, missed) = propagation(&t.mirror_commits, &t.origin_commits);
             status.extend(lat);
             unmatched += missed;
-            let (lat, missed) = propagation(&t.mirror, &t.origin);
-            status_seen.extend(lat);
-            unmatched_seen += missed;
         }
         let since_first = |end: Option<Instant>| match (first_created, end) {
             (Some(s), Some(e)) => e.saturating_duration_since(s).as_secs_f64(),
@@ -305,8 +305,6 @@ impl Recorder {
             dispatch_latency: Percentiles::of(dispatch),
             status_latency: Percentiles::of(status),
             status_unmatched: unmatched,
-            status_latency_watch_seen: Percentiles::of(status_seen),
-            status_unmatched_watch_seen: unmatched_seen,
             origin_writes_per_job: self.origin_writes.load(Ordering::Relaxed) as f64
                 / created.max(1) as f64,
         }
@@ -345,59 +343,6 @@ fn propagation(
 pub enum Side {
     Origin,
     Mirror,
-}
-
-/// Watches Jobs in `namespace` (optionally by label) and records each version on `recorder`.
-///
-/// The watch decodes a Job as Courier's own watches do ([`SlimJob`]: the metadata Courier reads,
-/// spec and status kept as text) and then only its status: the instrument should not spend more
-/// per event than what it records needs (the origin watch runs in Courier's phase only).
-pub fn watch(
-    client: Client,
-    namespace: &str,
-    labels: Option<String>,
-    side: Side,
-    recorder: Arc<Recorder>,
-) -> JoinHandle<()> {
-    let api: Api<SlimJob> = Api::namespaced(client, namespace);
-    let mut cfg = watcher::Config::default();
-    if let Some(l) = labels {
-        cfg = cfg.labels(&l);
-    }
-    tokio::spawn(async move {
-        let stream = watcher::watcher(api, cfg);
-        futures::pin_mut!(stream);
-        loop {
-            let event = match stream.try_next().await {
-                Ok(Some(e)) => e,
-                Ok(None) => return,
-                // The watcher re-lists on its own after an error; keep reading.
-                Err(e) => {
-                    tracing::debug!(error = %e, "bench watch error");
-                    continue;
-                }
-            };
-            let now = Instant::now();
-            let job = match event {
-                watcher::Event::Apply(j) | watcher::Event::InitApply(j) => j,
-                _ => continue,
-            };
-            let Some(name) = job.metadata.name.as_deref() else {
-                continue;
-            };
-            let status = match job.status_as::<JobStatus>() {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(error = %e, name, "bench watch: an unreadable Job status");
-                    continue;
-                }
-            };
-            match side {
-                Side::Origin => recorder.origin_seen(name, Some(&status), now),
-                Side::Mirror => recorder.mirror_seen(name, Some(&status), now),
-            }
-        }
-    })
 }
 
 /// Waits until `done()` or the deadline; `what` names the wait in the error.

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::Args;
-use courier_api::{DEFAULT_NAMESPACE, DEFAULT_ORIGIN_ID, LABEL_ORIGIN, MANAGED_BY, WorkerCluster};
+use courier_api::{DEFAULT_NAMESPACE, DEFAULT_ORIGIN_ID, MANAGED_BY, WorkerCluster};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{ListParams, PostParams};
@@ -185,7 +185,7 @@ async fn floor_phase(a: &BenchArgs, config: &Config, bars: &Bars) -> anyhow::Res
             worker_clients.push((w.name.clone(), client_for(&sim.kubeconfig()).await?));
         }
         let recorder = Arc::new(Recorder::default());
-        let watches = mirror_watches(&worker_clients, &recorder);
+        let followers = follow_commits(&local, &recorder);
         let stop = CancellationToken::new();
         let floor = tokio::spawn(floor::serve(
             local.client.clone(),
@@ -194,7 +194,9 @@ async fn floor_phase(a: &BenchArgs, config: &Config, bars: &Bars) -> anyhow::Res
             a.concurrency as usize,
             stop.clone(),
         ));
-        settle_watches().await;
+        // The floor's origin watch lists first; let it be established before the first create,
+        // as the controller is in Courier's phase.
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let bar = bars.bar("floor: mirrors", config.jobs);
         let ticker = bars.follow(&bar, &recorder, Recorder::mirror_count);
         let deadline = Instant::now() + a.timeout;
@@ -202,7 +204,7 @@ async fn floor_phase(a: &BenchArgs, config: &Config, bars: &Bars) -> anyhow::Res
         let waited = measure::wait_until(
             "the floor's mirrors",
             deadline,
-            || recorder.mirror_count() >= config.jobs || floor.is_finished(),
+            || dispatched(&recorder, config.jobs) || floor.is_finished(),
             || format!("{} of {} mirrors", recorder.mirror_count(), config.jobs),
         );
         let (submit_seconds, waited) = tokio::join!(submitted, waited);
@@ -216,8 +218,8 @@ async fn floor_phase(a: &BenchArgs, config: &Config, bars: &Bars) -> anyhow::Res
             Ok(Err(e)) => return Err(e),
             Err(e) => bail!("the floor task failed: {e}"),
         }
-        for w in watches {
-            w.abort();
+        for f in followers {
+            f.abort();
         }
         let t = recorder.summarize();
         if t.dispatched < config.jobs {
@@ -257,32 +259,13 @@ async fn courier_phase(
         // Let the controller finish its start-up work (probes, first lists) before measuring.
         tokio::time::sleep(Duration::from_secs(1)).await;
         let rest_before = controller.sample()?;
-        let mut worker_clients = Vec::new();
-        for (w, sim) in &local.workers {
-            worker_clients.push((w.name.clone(), client_for(&sim.kubeconfig()).await?));
-        }
         let recorder = Arc::new(Recorder::default());
-        let mut watches = mirror_watches(&worker_clients, &recorder);
-        watches.push(measure::watch(
-            local.client.clone(),
-            NAMESPACE,
-            None,
-            Side::Origin,
-            recorder.clone(),
-        ));
-        // The servers' commit times of the same versions, read in process.
-        let stores = std::iter::once((&local.management, Side::Origin))
-            .chain(local.workers.iter().map(|(_, sim)| (sim, Side::Mirror)));
-        for (sim, side) in stores {
-            let store = sim.api().store.clone();
-            watches.push(commits::follow(store, NAMESPACE, side, recorder.clone()));
-        }
-        settle_watches().await;
+        let followers = follow_commits(&local, &recorder);
         let submitted_bar = bars.bar("courier: origins created", config.jobs);
         let mirrors_bar = bars.bar("courier: mirrors created", config.jobs);
         let finished_bar = bars.bar("courier: origins finished", config.jobs);
         let tickers = [
-            bars.follow(&submitted_bar, &recorder, Recorder::created_count),
+            bars.follow(&submitted_bar, &recorder, Recorder::submitted_count),
             bars.follow(&mirrors_bar, &recorder, Recorder::mirror_count),
             bars.follow(&finished_bar, &recorder, Recorder::finished_count),
         ];
@@ -300,7 +283,7 @@ async fn courier_phase(
         let dispatched = controller.guard(measure::wait_until(
             "the mirrors",
             deadline,
-            || recorder.mirror_count() >= config.jobs,
+            || dispatched(&recorder, config.jobs),
             progress,
         ));
         let (submit_seconds, dispatched) = tokio::join!(submitted, dispatched);
@@ -324,8 +307,8 @@ async fn courier_phase(
         submitted_bar.finish();
         mirrors_bar.finish();
         finished_bar.finish();
-        for w in watches {
-            w.abort();
+        for f in followers {
+            f.abort();
         }
         controller.stop().await;
         let timelines = recorder.summarize();
@@ -421,27 +404,22 @@ fn per_second(n: usize, seconds: f64) -> f64 {
     }
 }
 
-fn mirror_watches(
-    workers: &[(String, Client)],
-    recorder: &Arc<Recorder>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    workers
-        .iter()
-        .map(|(_, c)| {
-            measure::watch(
-                c.clone(),
-                NAMESPACE,
-                Some(format!("{LABEL_ORIGIN}={DEFAULT_ORIGIN_ID}")),
-                Side::Mirror,
-                recorder.clone(),
-            )
+/// Follows the Job tables of the management server (origins) and of every worker (mirrors) in
+/// process: every figure of a run is timed by the servers' commits (see [`commits`]). The bench
+/// watches nothing over HTTP, so the instrument costs the servers no watch stream of its own.
+fn follow_commits(local: &Local, recorder: &Arc<Recorder>) -> Vec<tokio::task::JoinHandle<()>> {
+    std::iter::once((&local.management, Side::Origin))
+        .chain(local.workers.iter().map(|(_, sim)| (sim, Side::Mirror)))
+        .map(|(sim, side)| {
+            commits::follow(sim.api().store.clone(), NAMESPACE, side, recorder.clone())
         })
         .collect()
 }
 
-/// Watches list first; give them time to be established before the first create.
-async fn settle_watches() {
-    tokio::time::sleep(Duration::from_millis(500)).await;
+/// Every origin's create and its mirror's are recorded (the followers of different servers
+/// need not be equally far along).
+fn dispatched(recorder: &Recorder, jobs: usize) -> bool {
+    recorder.mirror_count() >= jobs && recorder.created_count() >= jobs
 }
 
 /// Creates `config.jobs` origins; returns how long that took.
@@ -480,7 +458,7 @@ async fn submit(
                 api.create(pp, &job)
                     .await
                     .with_context(|| format!("creating origin {name}"))?;
-                recorder.created(&name, Instant::now());
+                recorder.submitted();
                 anyhow::Ok(())
             }
         }),

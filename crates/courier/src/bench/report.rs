@@ -154,16 +154,6 @@ pub fn render(r: &Report) -> String {
         Some(t.status_latency.p99_ms < 100.0 && t.status_unmatched == 0),
     );
     row(
-        "  as the bench's watches saw it",
-        format!(
-            "{} ({} never shown)",
-            lat(&t.status_latency_watch_seen),
-            t.status_unmatched_watch_seen
-        ),
-        "",
-        None,
-    );
-    row(
         "origin writes per Job",
         format!(
             "{:.2} (intent, status copies, finalizer)",
