@@ -84,6 +84,18 @@ async fn plain_job_succeeds_with_a_correct_mirror_and_valid_status() {
     env.stop().await;
 }
 
+/// The controller on one thread (`courier run --worker-threads 1`): nothing of it may need a
+/// second worker thread to make progress.
+#[tokio::test(flavor = "current_thread")]
+async fn a_job_completes_on_a_current_thread_runtime() {
+    let env = Env::start().await;
+    submit(&env.mc, job("one-thread", 1)).await;
+    let done = wait_finished(&env.mc, "one-thread").await;
+    assert!(is_true(&done, "Complete"), "{done:#}");
+    assert_eq!(done["status"]["succeeded"], json!(1));
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn indexed_job_with_success_policy_completes_by_policy() {
     let env = Env::start().await;

@@ -119,6 +119,25 @@ fn crds() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The async runtime: one worker thread per core unless `worker_threads` (`courier run
+/// --worker-threads`) says otherwise. One thread is a current-thread runtime: every task runs on
+/// the calling thread, so handing a request to kube's buffer task, hyper's connection task and back
+/// wakes no other thread (a multi-thread runtime with one worker still runs the main task apart).
+fn build_runtime(worker_threads: Option<u32>) -> std::io::Result<tokio::runtime::Runtime> {
+    match worker_threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            if let Some(n) = n {
+                b.worker_threads(n as usize);
+            }
+            b.enable_all().build()
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let argv0 = std::env::args_os().next();
     let matches = completion::command_for(argv0.as_deref()).get_matches();
@@ -133,10 +152,11 @@ fn main() -> ExitCode {
         _ => "warn",
     };
     logging::init(cli.log.as_deref(), default_log, cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let worker_threads = match &cli.command {
+        Command::Run(a) => a.worker_threads,
+        _ => None,
+    };
+    let runtime = match build_runtime(worker_threads) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: starting the async runtime: {e}");
@@ -209,6 +229,20 @@ mod tests {
         cmd.build();
         walk(&cmd, "", &mut missing);
         assert!(missing.is_empty(), "{missing:#?}");
+    }
+
+    #[test]
+    fn one_worker_thread_is_a_current_thread_runtime() {
+        use tokio::runtime::RuntimeFlavor;
+        let flavor = |n| {
+            build_runtime(n)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .handle()
+                .runtime_flavor()
+        };
+        assert_eq!(flavor(Some(1)), RuntimeFlavor::CurrentThread);
+        assert_eq!(flavor(Some(2)), RuntimeFlavor::MultiThread);
+        assert_eq!(flavor(None), RuntimeFlavor::MultiThread);
     }
 
     #[test]

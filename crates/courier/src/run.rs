@@ -103,6 +103,12 @@ pub struct RunArgs {
         default_value = "restricted"
     )]
     pub worker_namespace_pod_security: PodSecurityLevel,
+    /// Threads that run the controller's tasks (default: one per core). 1 runs them all on one
+    /// thread: less CPU per Job (no wake-ups of other threads between a request's tasks), but the
+    /// controller then uses at most one core, and an exec credential plugin run as a worker's
+    /// client is built holds every task until it returns.
+    #[arg(long, env = "COURIER_WORKER_THREADS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub worker_threads: Option<u32>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,6 +370,13 @@ mod tests {
             })
         );
         assert!(T::try_parse_from(["t", "--concurrency=0"]).is_err());
+        assert_eq!(
+            t.run.worker_threads, None,
+            "one thread per core unless asked"
+        );
+        let one = T::try_parse_from(["t", "--worker-threads=1"]).expect("parses");
+        assert_eq!(one.run.worker_threads, Some(1));
+        assert!(T::try_parse_from(["t", "--worker-threads=0"]).is_err());
         assert!(T::try_parse_from(["t", "--metrics-addr=nope"]).is_err());
         assert!(T::try_parse_from(["t", "--leader-elect=false"]).is_ok());
         let ui = T::try_parse_from(["t", "--ui-addr=127.0.0.1:8081"]).expect("parses");
