@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 use super::gc::GcNote;
 use super::pods::{PodCtx, PodObjects};
 use super::{
-    CONTROLLER_MANAGER, Change, Follower, decoded_status, instant_at, obj_key, status_over,
-    write_opts,
+    CONTROLLER_MANAGER, Change, Follower, debug_assert_decodes_to_itself, instant_at, obj_key,
+    status_over, write_opts,
 };
 use crate::api::{Api, Part, Served};
 use crate::instrument::{EPOCH_LABEL, ORIGIN_UID_LABEL, PodStart};
@@ -399,13 +399,7 @@ fn write_status(
 ) -> Outcome {
     let key = obj_key(ns, name);
     let opts = write_opts(CONTROLLER_MANAGER);
-    let status = match decoded_status(served, status) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(controller = "job", job = %key, error = %e.message, "status does not decode");
-            return Outcome::Rejected;
-        }
-    };
+    debug_assert_decodes_to_itself(served, &status);
     for _ in 0..CONFLICT_RETRIES {
         let Some(cur) = api.store.get(&served.table, ns, name) else {
             return Outcome::Gone;
@@ -414,7 +408,7 @@ fn write_status(
             return Outcome::Gone;
         }
         let current = api.served_value(served, &cur);
-        let obj = status_over(&current, status.as_ref());
+        let obj = status_over(&current, Some(&status));
         match api.update_over(
             served,
             ns,

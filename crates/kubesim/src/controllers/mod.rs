@@ -306,6 +306,17 @@ pub(crate) fn decoded_status(s: &Served, status: Value) -> Result<Option<Value>,
     })
 }
 
+/// A `.status` the simulated controllers (the Job controller, the kubelet) built is already what
+/// [`decoded_status`] makes of it (schema fields only, in their canonical form), so they write it
+/// undecoded; debug builds (every test) decode it anyway and check that it comes back unchanged.
+pub(crate) fn debug_assert_decodes_to_itself(s: &Served, status: &Value) {
+    debug_assert_eq!(
+        decoded_status(s, status.clone()).ok().flatten().as_ref(),
+        Some(status),
+        "a simulated status that decoding changes"
+    );
+}
+
 /// `current`, the served form of a stored object, with the status [`decoded_status`] made: what
 /// [`decoded`] makes of `current` with that status set, since the rest of a stored object decodes to
 /// itself (`walk_tests` proves both on every status write of a worker), without decoding the rest.

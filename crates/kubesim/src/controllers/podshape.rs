@@ -151,10 +151,14 @@ fn digest(parts: &[&str]) -> String {
         data.extend_from_slice(p.as_bytes());
         data.push(0);
     }
-    crate::kinds::common::sha256(&data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    // Hex by hand: a `format!` per byte was most of a kubelet status's cost.
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(64);
+    for b in crate::kinds::common::sha256(&data) {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 /// The image reference as the container runtime reports it (`busybox` = `docker.io/library/busybox:latest`).
@@ -218,9 +222,24 @@ fn terminated(code: i32, started: Option<Timestamp>, finished: Timestamp, id: &s
     v
 }
 
-fn condition(kind: &str, ok: bool, at: Timestamp, reason: Option<(&str, String)>) -> Value {
+/// [`t`] of the few instants one status repeats (creation, readiness), each formatted once.
+#[derive(Default)]
+struct Times(Vec<(Timestamp, String)>);
+
+impl Times {
+    fn of(&mut self, ts: Timestamp) -> String {
+        if let Some((_, s)) = self.0.iter().find(|(at, _)| *at == ts) {
+            return s.clone();
+        }
+        let s = t(ts);
+        self.0.push((ts, s.clone()));
+        s
+    }
+}
+
+fn condition(kind: &str, ok: bool, at: String, reason: Option<(&str, String)>) -> Value {
     let mut c = json!({"type": kind, "status": if ok { "True" } else { "False" },
-        "lastProbeTime": null, "lastTransitionTime": t(at)});
+        "lastProbeTime": null, "lastTransitionTime": at});
     if let Some((r, m)) = reason {
         c["reason"] = json!(r);
         if !m.is_empty() {
@@ -343,34 +362,35 @@ pub fn pod_status(obj: &Value, pod: &PodInfo) -> Value {
             .or(pod.last_run.map(|r| r.1))
             .unwrap_or(pod.created)
     };
+    let mut times = Times::default();
     let mut conditions = Vec::new();
     if pod.disruption_target {
         conditions.push(condition(
             "DisruptionTarget",
             true,
-            pod.deleted_at.unwrap_or(pod.created),
+            times.of(pod.deleted_at.unwrap_or(pod.created)),
             Some(("EvictionByEvictionAPI", "Eviction API: evicting".into())),
         ));
     }
     conditions.push(condition(
         "PodReadyToStartContainers",
         started_or_done.is_some() && !(terminal && pod.deleted_at.is_some()),
-        started_or_done.unwrap_or(pod.created),
+        times.of(started_or_done.unwrap_or(pod.created)),
         None,
     ));
-    conditions.push(condition("Initialized", true, pod.created, None));
+    conditions.push(condition("Initialized", true, times.of(pod.created), None));
     for kind in ["Ready", "ContainersReady"] {
         conditions.push(condition(
             kind,
             pod.ready,
-            ready_at,
+            times.of(ready_at),
             (!pod.ready).then(|| not_ready.clone()).flatten(),
         ));
     }
-    conditions.push(condition("PodScheduled", true, pod.created, None));
+    conditions.push(condition("PodScheduled", true, times.of(pod.created), None));
     let mut status = json!({"phase": pod.phase, "conditions": conditions,
         "hostIP": HOST_IP, "hostIPs": [{"ip": HOST_IP}],
-        "startTime": t(pod.created), "containerStatuses": statuses, "qosClass": qos_class(spec)});
+        "startTime": times.of(pod.created), "containerStatuses": statuses, "qosClass": qos_class(spec)});
     if started_or_done.is_some() {
         let ip = pod_ip(&pod.uid);
         status["podIP"] = json!(ip);
@@ -396,6 +416,31 @@ mod tests {
         assert_eq!(full_image("org/app:1"), "docker.io/org/app:1");
         assert_eq!(full_image("ghcr.io/o/a"), "ghcr.io/o/a:latest");
         assert!(image_id("busybox").starts_with("docker.io/library/busybox@sha256:"));
+    }
+
+    /// The hand-made hex is the formatted one.
+    #[test]
+    fn digests_are_lowercase_hex_of_the_sha256() {
+        assert_eq!(
+            digest(&[]),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        for parts in [
+            &["u-1"][..],
+            &["u-1", "c", "0"],
+            &["docker.io/library/busybox:latest"],
+        ] {
+            let mut data = Vec::new();
+            for p in parts {
+                data.extend_from_slice(p.as_bytes());
+                data.push(0);
+            }
+            let formatted: String = crate::kinds::common::sha256(&data)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(digest(parts), formatted);
+        }
     }
 
     fn info() -> PodInfo {

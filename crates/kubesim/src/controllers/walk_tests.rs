@@ -57,6 +57,7 @@ async fn every_write_of_a_worker_takes_the_shortcuts_to_the_same_result() {
     assert!(pairs.len() > 20, "{} writes", pairs.len());
     the_changes_walk_records_what_the_full_walk_records(api, &pairs);
     a_status_decoded_alone_is_the_status_of_the_whole_decoded(api, &pairs);
+    every_written_status_decodes_to_itself(api, &pairs);
     a_pod_without_its_finalizer_or_owners_decodes_to_itself(api, &pairs);
     keeping_a_stored_part_already_there_stores_the_same_bytes(&pairs);
 }
@@ -188,6 +189,23 @@ fn a_status_decoded_alone_is_the_status_of_the_whole_decoded(
             );
         }
     }
+}
+
+/// The simulated controllers write their statuses undecoded (`debug_assert_decodes_to_itself`):
+/// every status stored in the run, theirs written as built, is what decoding makes of it.
+fn every_written_status_decodes_to_itself(api: &Api, pairs: &[(Gvr, Value, Value)]) {
+    let mut checked = 0;
+    for (gvr, _, next) in pairs {
+        let s = served(api, *gvr);
+        let Some(status) = next.get("status") else {
+            continue;
+        };
+        let again = decoded_status(&s, status.clone()).unwrap();
+        let at = format!("{} {}", gvr.2, next["metadata"]["resourceVersion"]);
+        assert_eq!(again.as_ref(), Some(status), "{at}");
+        checked += 1;
+    }
+    assert!(checked > 20, "{checked} statuses");
 }
 
 /// The Job controller's metadata edits of a pod (the tracking finalizer, the ownerReferences
