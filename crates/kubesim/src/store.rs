@@ -8,6 +8,10 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+mod members;
+
+pub use members::Basis;
+
 /// Which storage a resource lives in: `(group, plural)`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TableKey {
@@ -39,26 +43,29 @@ pub struct Stored {
     /// Whether `metadata.deletionTimestamp` is set.
     deleting: bool,
     labels: Box<[(Box<str>, Box<str>)]>,
+    /// Where the first top-level members are in `json`, for the next version to copy.
+    members: members::Members,
 }
 
 impl Stored {
     /// Builds the stored form of `value` at `rv` (the resourceVersion is written into it).
     pub fn new(rv: u64, value: Value) -> Arc<Self> {
-        Self::sized(rv, value, 0)
+        Self::sized(rv, value, 0, None)
     }
 
     /// [`Stored::new`] for an object whose serialised form is expected to take about `size` bytes
     /// (its previous version's): the buffer is allocated once at that size instead of grown by
-    /// doubling from a small one, copying it each time.
-    fn sized(rv: u64, mut value: Value, size: usize) -> Arc<Self> {
+    /// doubling from a small one, copying it each time. The members `basis` has unchanged are copied
+    /// from its bytes.
+    fn sized(rv: u64, mut value: Value, size: usize, basis: Option<Basis<'_>>) -> Arc<Self> {
         if let Some(m) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             m.insert("resourceVersion".into(), Value::String(rv.to_string()));
         }
         // Room for a few more digits of resourceVersion and a small change.
-        let mut buf = Vec::with_capacity(if size == 0 { 128 } else { size + 64 });
-        let json = match serde_json::to_writer(&mut buf, &value) {
-            Ok(()) => Bytes::from(buf),
-            Err(_) => Bytes::new(),
+        let capacity = if size == 0 { 128 } else { size + 64 };
+        let (json, members) = match members::serialise(&value, capacity, basis) {
+            Ok((buf, members)) => (Bytes::from(buf), members),
+            Err(_) => (Bytes::new(), Default::default()),
         };
         let meta = value.get("metadata");
         let text = |k: &str| {
@@ -90,6 +97,7 @@ impl Stored {
                 .and_then(|m| m.get("deletionTimestamp"))
                 .is_some_and(|v| !v.is_null()),
             labels,
+            members,
         })
     }
 
@@ -332,6 +340,20 @@ impl Store {
         value: Value,
         pre: Precondition,
     ) -> Result<Arc<Stored>, StoreError> {
+        self.put_over(t, ns, name, value, pre, None)
+    }
+
+    /// [`Store::put`] of a version made from `basis`: when that is still the stored version, the
+    /// members `value` leaves unchanged are copied from its bytes.
+    pub fn put_over(
+        &self,
+        t: &TableKey,
+        ns: &str,
+        name: &str,
+        value: Value,
+        pre: Precondition,
+        basis: Option<Basis<'_>>,
+    ) -> Result<Arc<Stored>, StoreError> {
         let mut g = self.lock();
         let floor = g.rv;
         let key = (ns.to_string(), name.to_string());
@@ -346,7 +368,8 @@ impl Store {
         }
         g.rv += 1;
         let rv = g.rv;
-        let stored = Stored::sized(rv, value, prev.as_ref().map_or(0, |p| p.json.len()));
+        let basis = basis.filter(|b| prev.as_ref().is_some_and(|p| std::ptr::eq(&**p, b.stored)));
+        let stored = Stored::sized(rv, value, prev.as_ref().map_or(0, |p| p.json.len()), basis);
         let retention = self.retention;
         let table = g
             .tables
@@ -391,7 +414,7 @@ impl Store {
         }
         g.rv += 1;
         let rv = g.rv;
-        let gone = Stored::sized(rv, prev.value(), prev.json.len());
+        let gone = Stored::sized(rv, prev.value(), prev.json.len(), None);
         let retention = self.retention;
         if let Some(table) = g.tables.get_mut(t) {
             table.objects.remove(&key);

@@ -391,7 +391,8 @@ impl Api {
 
     /// [`Api::update`] by an in-process writer that built `obj` from `current`: the stored object it
     /// read and that object's served form ([`Api::served_value`]), which the write compares against
-    /// instead of parsing the stored object again (`None`: read now, as `update` does). When `obj`
+    /// instead of parsing the stored object again (`None`: read now, as `update` does), and whose
+    /// unchanged members the stored bytes are copied for (so it must be exactly that). When `obj`
     /// carries `current`'s resourceVersion (as a served form does), a newer stored version makes the
     /// write a 409 exactly as through `update`.
     #[allow(clippy::too_many_arguments)]
@@ -618,12 +619,18 @@ impl Api {
             };
         }
         let stored_form = s.to_storage(obj);
-        match self.store.put(
+        // `old_obj` is `old` parsed ([`Api::served_value`]), its storage form unless the kind converts.
+        let basis = (!s.strategy.converts()).then_some(crate::store::Basis {
+            stored: &old,
+            value: &old_obj,
+        });
+        match self.store.put_over(
             &s.table,
             ns,
             name,
             stored_form,
             Precondition::Exists(Some(old.rv)),
+            basis,
         ) {
             Ok(st) => {
                 if s.table == crate::store::TableKey::new("", "resourcequotas") {
