@@ -120,7 +120,7 @@ fn crds() -> anyhow::Result<()> {
 }
 
 /// The async runtime: one worker thread per core unless `worker_threads` (`courier run
-/// --worker-threads`) says otherwise. One thread is a current-thread runtime: every task runs on
+/// --worker-threads`, 1 by default) says otherwise. One thread is a current-thread runtime: every task runs on
 /// the calling thread, so handing a request to kube's buffer task, hyper's connection task and back
 /// wakes no other thread (a multi-thread runtime with one worker still runs the main task apart).
 fn build_runtime(worker_threads: Option<u32>) -> std::io::Result<tokio::runtime::Runtime> {
@@ -153,7 +153,7 @@ fn main() -> ExitCode {
     };
     logging::init(cli.log.as_deref(), default_log, cli.log_format);
     let worker_threads = match &cli.command {
-        Command::Run(a) => a.worker_threads,
+        Command::Run(a) => Some(a.worker_threads),
         _ => None,
     };
     let runtime = match build_runtime(worker_threads) {
