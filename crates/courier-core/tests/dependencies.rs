@@ -18,10 +18,28 @@ const CLIENT_CRATES: [&str; 6] = [
     "rustls",
 ];
 
+/// The host's target triple, as cargo reports it (`cargo -vV`: `host: x86_64-unknown-linux-gnu`).
+fn host_triple() -> String {
+    let out = Command::new(env!("CARGO"))
+        .arg("-vV")
+        .output()
+        .expect("cargo -vV runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .unwrap_or_else(|| panic!("no host line in `cargo -vV`:\n{text}"))
+        .to_string()
+}
+
+/// The graph as resolved for this host. Offline, `cargo metadata` needs every package of the
+/// graph it prints already downloaded, and a build downloads only the host's: without the platform
+/// filter a fresh machine fails on crates of other platforms (`android_system_properties`).
 fn metadata() -> Value {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let host = host_triple();
     let out = Command::new(env!("CARGO"))
         .args(["metadata", "--format-version", "1", "--offline", "--locked"])
+        .args(["--filter-platform", &host])
         .current_dir(root)
         .output()
         .expect("cargo metadata runs");
