@@ -3,10 +3,11 @@
 //! client. See docs/benchmarks.md for what each figure means and what limits it.
 //!
 //! Phases, each on fresh clusters:
-//! 1. floor: the raw client (`floor`) dispatches N Jobs to K workers;
+//! 1. floor: the raw client (`floor`) dispatches N Jobs to K workers, timed by the same followers;
 //! 2. courier: the controller, as a child process (`courier run`) so its CPU and memory are its
 //!    own, dispatches N Jobs to K workers; every Job runs and completes on its worker while the
-//!    bench's own watches record each mirror status change and when the origin showed it;
+//!    bench follows the servers' Job tables in process (`commits`) and records when each mirror
+//!    status change was committed and when the origin's showing it was;
 //! 3. clusters: the controller with `--idle-workers` registered workers and no Jobs: time until all
 //!    are Ready, then idle CPU.
 //!
