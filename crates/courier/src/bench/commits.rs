@@ -8,20 +8,11 @@
 use std::sync::Arc;
 
 use courier_api::{DEFAULT_ORIGIN_ID, LABEL_ORIGIN};
-use k8s_openapi::api::batch::v1::JobStatus;
 use kubesim::store::{Event, EventType, Store, TableKey};
-use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
-use super::measure::{Recorder, Side};
-
-/// A stored Job's status, the rest of the object skipped unread.
-#[derive(Deserialize)]
-struct StatusOnly {
-    #[serde(default)]
-    status: Option<JobStatus>,
-}
+use super::measure::{Recorder, Side, Signature};
 
 /// Follows the Jobs of `namespace` in `store` (on a worker, only Courier's mirrors) from now on and
 /// records each version's commit instant on `recorder`. A follower that falls behind the store's
@@ -80,11 +71,9 @@ fn record(ev: &Event, seen: &mut u64, namespace: &str, side: Side, recorder: &Re
     if side == Side::Origin && ev.kind == EventType::Modified {
         recorder.origin_written();
     }
-    let status = serde_json::from_slice::<StatusOnly>(&obj.json)
-        .ok()
-        .and_then(|s| s.status);
+    let sig = Signature::of_job_json(&obj.json);
     let created = ev.kind == EventType::Added;
-    recorder.committed(side, obj.name(), created, status.as_ref(), ev.committed);
+    recorder.committed(side, obj.name(), created, sig, ev.committed);
 }
 
 #[cfg(test)]

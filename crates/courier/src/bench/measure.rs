@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
-use k8s_openapi::api::batch::v1::JobStatus;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// CPU time and memory of a process, read from /proc (Linux).
 #[derive(Debug, Clone, Copy, Default)]
@@ -92,25 +91,53 @@ pub struct Signature {
     conditions: Vec<String>,
 }
 
+/// The parts of a stored Job that a [`Signature`] reads; everything else (metadata, spec, times,
+/// messages) is skipped unread, which is most of the follower's cost per version.
+#[derive(Deserialize)]
+struct SignatureSource {
+    #[serde(default)]
+    status: Option<SignatureStatus>,
+}
+
+#[derive(Deserialize, Default)]
+struct SignatureStatus {
+    active: Option<i32>,
+    ready: Option<i32>,
+    succeeded: Option<i32>,
+    failed: Option<i32>,
+    terminating: Option<i32>,
+    #[serde(default)]
+    conditions: Vec<SignatureCondition>,
+}
+
+#[derive(Deserialize)]
+struct SignatureCondition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+}
+
 impl Signature {
-    pub fn of(status: Option<&JobStatus>) -> Self {
-        let Some(s) = status else {
-            return Self::default();
-        };
-        let mut conditions: Vec<String> = s
+    /// The signature of a Job in its stored JSON form (a Job without a status, or one that does not
+    /// decode, has the empty signature).
+    pub fn of_job_json(json: &[u8]) -> Self {
+        let status = serde_json::from_slice::<SignatureSource>(json)
+            .ok()
+            .and_then(|s| s.status)
+            .unwrap_or_default();
+        let mut conditions: Vec<String> = status
             .conditions
-            .iter()
-            .flatten()
+            .into_iter()
             .filter(|c| c.status == "True" && !c.type_.starts_with("courier.dev/"))
-            .map(|c| c.type_.clone())
+            .map(|c| c.type_)
             .collect();
         conditions.sort();
         Self {
-            active: s.active.unwrap_or(0),
-            ready: s.ready.unwrap_or(0),
-            succeeded: s.succeeded.unwrap_or(0),
-            failed: s.failed.unwrap_or(0),
-            terminating: s.terminating.unwrap_or(0),
+            active: status.active.unwrap_or(0),
+            ready: status.ready.unwrap_or(0),
+            succeeded: status.succeeded.unwrap_or(0),
+            failed: status.failed.unwrap_or(0),
+            terminating: status.terminating.unwrap_or(0),
             conditions,
         }
     }
@@ -210,15 +237,7 @@ impl Recorder {
 
     /// A version of `name` committed at `at` on the management server (origin) or a worker
     /// (mirror), in commit order; `created` when it is the object's create.
-    pub fn committed(
-        &self,
-        side: Side,
-        name: &str,
-        created: bool,
-        status: Option<&JobStatus>,
-        at: Instant,
-    ) {
-        let sig = Signature::of(status);
+    pub fn committed(&self, side: Side, name: &str, created: bool, sig: Signature, at: Instant) {
         let (first, finished_now) = self.with(name, |t| match side {
             Side::Origin => {
                 let first = created && t.created.is_none();
@@ -422,6 +441,43 @@ mod tests {
         );
         let (lat, missed) = propagation(&mirror, &origin[..2]);
         assert_eq!((lat.len(), missed), (1, 2));
+    }
+
+    /// A stored Job's signature reads the counters and the true condition types (not Courier's
+    /// own), whatever else the object holds; no status, or one that does not decode, is empty.
+    #[test]
+    fn signature_of_a_stored_job() {
+        let job = serde_json::json!({
+            "metadata": {"name": "j", "namespace": "default", "labels": {"a": "b"}},
+            "spec": {"parallelism": 2, "template": {"spec": {"containers": [{"name": "c"}]}}},
+            "status": {
+                "active": 1, "ready": 1, "succeeded": 2, "failed": 3, "terminating": 4,
+                "startTime": "2026-11-27T10:00:00Z",
+                "uncountedTerminatedPods": {"succeeded": ["u1"]},
+                "conditions": [
+                    {"type": "SuccessCriteriaMet", "status": "True", "reason": "R",
+                     "lastTransitionTime": "2026-11-27T10:00:01Z"},
+                    {"type": "Failed", "status": "False"},
+                    {"type": "courier.dev/Dispatched", "status": "True"},
+                    {"type": "Complete", "status": "True", "message": "done"}
+                ]
+            }
+        });
+        let got = Signature::of_job_json(&serde_json::to_vec(&job).expect("json"));
+        let want = Signature {
+            active: 1,
+            ready: 1,
+            succeeded: 2,
+            failed: 3,
+            terminating: 4,
+            conditions: vec!["Complete".into(), "SuccessCriteriaMet".into()],
+        };
+        assert_eq!(got, want);
+        assert!(got.finished());
+        let bare = serde_json::json!({"metadata": {"name": "j"}, "spec": {}});
+        let bare = Signature::of_job_json(&serde_json::to_vec(&bare).expect("json"));
+        assert!(bare.is_empty());
+        assert!(Signature::of_job_json(br#"{"status": {"active": "x"}}"#).is_empty());
     }
 
     #[test]
