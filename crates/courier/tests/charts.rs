@@ -35,6 +35,7 @@ fn management_custom_values() -> Value {
         "origin": "eu-mgmt",
         "replicas": 3,
         "concurrency": 4,
+        "workerThreads": 2,
         "maxRedispatch": 1,
         "workerLostTimeout": "5m",
         "redispatchOnWorkerLoss": "never",
@@ -739,12 +740,14 @@ fn deployment_is_hardened_and_courier_run_accepts_its_arguments() {
     assert_eq!(flag(&custom, "gc-interval"), Some("30s"));
     assert_eq!(flag(&custom, "worker-lost-timeout"), Some("5m"));
     assert_eq!(flag(&custom, "redispatch-on-worker-loss"), Some("never"));
+    assert_eq!(flag(&custom, "worker-threads"), Some("2"));
     assert!(custom.iter().any(|a| a == "--create-worker-namespaces"));
     assert_eq!(
         flag(&custom, "worker-namespace-pod-security"),
         Some("baseline")
     );
     let default = args(&management_default());
+    assert_eq!(flag(&default, "worker-threads"), Some("1"));
     assert!(
         !default
             .iter()
