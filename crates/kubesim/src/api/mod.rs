@@ -363,15 +363,12 @@ impl Api {
     /// Namespace lifecycle admission: the namespace must exist and not be terminating.
     fn admit_namespace(&self, s: &Served, ns: &str, obj: &Value) -> Result<(), ApiError> {
         let nss = crate::store::TableKey::new("", "namespaces");
-        let stored = self.store.get(&nss, "", ns);
+        let terminating = self
+            .store
+            .get(&nss, "", ns)
+            .map(|n| crate::kinds::namespace::stored_is_terminating(&n.json));
         let info = s.info();
-        crate::kinds::namespace::admit_create(
-            stored.map(|n| n.value()).as_ref(),
-            ns,
-            &info.group,
-            &info.plural,
-            obj,
-        )
+        crate::kinds::namespace::admit_create(terminating, ns, &info.group, &info.plural, obj)
     }
 
     // ------------------------------------------------------------------------------------ update

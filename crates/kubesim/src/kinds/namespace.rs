@@ -110,19 +110,20 @@ pub fn admission_name(obj: &Value) -> &str {
     "Unknown"
 }
 
-/// NamespaceLifecycle for a CREATE of a namespaced object: `namespace_obj` is the stored Namespace
-/// (or `None`). Updates and deletes in a terminating namespace are allowed.
+/// NamespaceLifecycle for a CREATE of a namespaced object: `terminating` is whether the stored
+/// Namespace is ([`is_terminating`]), `None` when there is none. Updates and deletes in a terminating
+/// namespace are allowed.
 pub fn admit_create(
-    namespace_obj: Option<&Value>,
+    terminating: Option<bool>,
     namespace: &str,
     group: &str,
     plural: &str,
     obj: &Value,
 ) -> Result<(), ApiError> {
-    let Some(ns) = namespace_obj else {
+    let Some(terminating) = terminating else {
         return Err(namespace_not_found(namespace));
     };
-    if is_terminating(ns) {
+    if terminating {
         return Err(namespace_terminating(
             group,
             plural,
@@ -149,6 +150,25 @@ pub fn admit_delete(name: &str) -> Result<(), ApiError> {
 
 pub fn is_terminating(ns: &Value) -> bool {
     str_at(ns, &["status", "phase"]) == PHASE_TERMINATING
+}
+
+/// [`is_terminating`] of a stored Namespace's bytes (`Stored::json`), parsing only its status: every
+/// namespaced create asks, and a whole Namespace costs more to parse than the create's admission.
+pub fn stored_is_terminating(json: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Top<'a> {
+        #[serde(borrow)]
+        status: Option<&'a serde_json::value::RawValue>,
+    }
+    // Stored objects are serialised JSON objects without repeated keys, so this finds the `status`
+    // parsing the whole object would.
+    let Ok(top) = serde_json::from_slice::<Top<'_>>(json) else {
+        return false;
+    };
+    let status = top
+        .status
+        .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+    status.is_some_and(|s| is_terminating(&json!({ "status": s })))
 }
 
 fn spec_finalizers(obj: &Value) -> Vec<Value> {
@@ -528,7 +548,7 @@ mod tests {
         let st = step(&f, "create object in terminating namespace");
         assert_eq!(
             admit_create(
-                Some(&ns),
+                Some(is_terminating(&ns)),
                 "namespaces-<run>",
                 "",
                 "secrets",
@@ -539,11 +559,56 @@ mod tests {
             st["response"]["body"]
         );
         let active = step(&f, "get namespace")["response"]["body"].clone();
-        assert!(admit_create(Some(&active), "x", "", "secrets", &json!({})).is_ok());
+        assert!(
+            admit_create(
+                Some(is_terminating(&active)),
+                "x",
+                "",
+                "secrets",
+                &json!({})
+            )
+            .is_ok()
+        );
         assert_eq!(
             admit_delete("kube-system").unwrap_err().message,
             "namespaces \"kube-system\" is forbidden: this namespace may not be deleted"
         );
+    }
+
+    #[test]
+    fn stored_is_terminating_reads_what_parsing_reads() {
+        let statuses = [
+            None,
+            Some(json!(null)),
+            Some(json!("Terminating")),
+            Some(json!(["Terminating"])),
+            Some(json!({})),
+            Some(json!({"phase": "Terminating"})),
+            Some(json!({"phase": "Active"})),
+            Some(json!({"phase": ""})),
+            Some(json!({"phase": 1})),
+            Some(json!({"phase": null})),
+            Some(json!({"phase": "Terminating", "conditions": [{"type": "x"}]})),
+        ];
+        let mut terminating = 0;
+        for status in statuses {
+            let mut ns = json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "a", "labels": {"x": "y"}}, "spec": {"finalizers": ["kubernetes"]}});
+            if let Some(s) = status {
+                ns["status"] = s;
+            }
+            let stored = crate::store::Stored::new(7, ns);
+            let full = is_terminating(&stored.value());
+            assert_eq!(
+                stored_is_terminating(&stored.json),
+                full,
+                "{:?}",
+                stored.json
+            );
+            terminating += usize::from(full);
+        }
+        assert_eq!(terminating, 2);
+        assert!(!stored_is_terminating(b"not json"));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! duplicates are reported by the decoder) and then pruned by their structural schema, which reports the
 //! pruned paths sorted.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -173,14 +174,22 @@ struct Scanner<'a> {
     b: &'a [u8],
     i: usize,
     schema: &'a Schema,
-    /// Path segments as the strict decoder builds them (`spec`, `.template`, `[0]`).
-    path: Vec<String>,
+    /// Where the cursor is; spelled out (`spec.template[0]`) only for an issue, as the strict
+    /// decoder builds paths. Keys are borrowed from the body unless they hold escapes: the scan runs
+    /// on every request body, and almost every body has no issue.
+    path: Vec<Seg<'a>>,
     issues: Vec<StrictIssue>,
     seen: HashSet<String>,
     depth: usize,
 }
 
-impl Scanner<'_> {
+/// One step of [`Scanner::path`].
+enum Seg<'a> {
+    Key(Cow<'a, str>),
+    Index(usize),
+}
+
+impl<'a> Scanner<'a> {
     fn ws(&mut self) {
         while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\t' | b'\n' | b'\r') {
             self.i += 1;
@@ -191,7 +200,17 @@ impl Scanner<'_> {
         if self.issues.len() >= MAX_STRICT_ERRORS {
             return;
         }
-        let mut p = self.path.concat();
+        let mut p = String::new();
+        for (n, seg) in self.path.iter().enumerate() {
+            match seg {
+                Seg::Key(k) if n == 0 => p.push_str(k),
+                Seg::Key(k) => {
+                    p.push('.');
+                    p.push_str(k);
+                }
+                Seg::Index(i) => p.push_str(&format!("[{i}]")),
+            }
+        }
         if !p.is_empty() {
             p.push('.');
         }
@@ -210,7 +229,7 @@ impl Scanner<'_> {
         match self.b.get(self.i) {
             Some(b'{') => self.object(mode),
             Some(b'[') => self.array(mode),
-            Some(b'"') => self.string().map(|_| ()),
+            Some(b'"') => self.string().map(drop),
             Some(_) => self.literal(),
             None => Err(ScanError(self.i)),
         }
@@ -237,7 +256,7 @@ impl Scanner<'_> {
             (Mode::Typed(_), None) => Mode::Skip,
             (m, _) => m,
         };
-        let mut keys: HashSet<String> = HashSet::new();
+        let mut keys: HashSet<Cow<'a, str>> = HashSet::new();
         if self.b.get(self.i) == Some(&b'}') {
             self.i += 1;
             self.depth -= 1;
@@ -269,12 +288,7 @@ impl Scanner<'_> {
                     self.issue(true, &key);
                 }
             }
-            let seg = if self.path.is_empty() {
-                key
-            } else {
-                format!(".{key}")
-            };
-            self.path.push(seg);
+            self.path.push(Seg::Key(key));
             self.value(child)?;
             self.path.pop();
             self.ws();
@@ -307,7 +321,7 @@ impl Scanner<'_> {
         let mut idx = 0usize;
         loop {
             self.ws();
-            self.path.push(format!("[{idx}]"));
+            self.path.push(Seg::Index(idx));
             self.value(elem)?;
             self.path.pop();
             idx += 1;
@@ -340,8 +354,10 @@ impl Scanner<'_> {
         Ok(())
     }
 
-    /// Parses a JSON string (the cursor on its opening quote) and returns its unescaped content.
-    fn string(&mut self) -> Result<String, ScanError> {
+    /// Parses a JSON string (the cursor on its opening quote) and returns its unescaped content
+    /// (borrowed from the body when it has no escapes).
+    fn string(&mut self) -> Result<Cow<'a, str>, ScanError> {
+        let b: &'a [u8] = self.b;
         if self.b.get(self.i) != Some(&b'"') {
             return Err(ScanError(self.i));
         }
@@ -356,13 +372,15 @@ impl Scanner<'_> {
                 }
                 b'"' => {
                     self.i += 1;
-                    let raw = &self.b[start..self.i];
+                    let raw = &b[start..self.i];
                     if !escaped {
                         return std::str::from_utf8(&raw[1..raw.len() - 1])
-                            .map(str::to_string)
+                            .map(Cow::Borrowed)
                             .map_err(|_| ScanError(start));
                     }
-                    return serde_json::from_slice::<String>(raw).map_err(|_| ScanError(start));
+                    return serde_json::from_slice::<String>(raw)
+                        .map(Cow::Owned)
+                        .map_err(|_| ScanError(start));
                 }
                 _ => self.i += 1,
             }
@@ -370,3 +388,7 @@ impl Scanner<'_> {
         Err(ScanError(start))
     }
 }
+
+#[cfg(test)]
+#[path = "decode_tests.rs"]
+mod tests;

@@ -352,8 +352,10 @@ fn update_entries(
         mgr.api_version,
         &mut others,
     );
-    // ...and the writer's entry then gets what it changed.
-    let current = changed.difference(&STRIP);
+    // ...and the writer's entry then gets what it changed (`changed` is not needed after this, so it
+    // is trimmed in place rather than copied).
+    let mut current = changed;
+    current.remove_all(&STRIP);
     if !current.is_empty() {
         let (name, sub) = (mgr.name(), mgr.subresource());
         match entries

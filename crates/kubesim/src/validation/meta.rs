@@ -457,11 +457,12 @@ fn validate_managed_fields(meta: &Value) -> FieldErrors {
         return errs;
     };
     for (i, e) in entries.iter().enumerate() {
-        let path = format!("metadata.managedFields[{i}]");
+        // Named only when an entry has an error: every update of every object runs this.
+        let path = || format!("metadata.managedFields[{i}]");
         let op = get_str(e, &["operation"]).unwrap_or("");
         if op != "Apply" && op != "Update" {
             errs.push(FieldError::invalid(
-                format!("{path}.operation"),
+                format!("{}.operation", path()),
                 BadValue::Str(op.to_string()),
                 "must be `Apply` or `Update`",
             ));
@@ -469,24 +470,24 @@ fn validate_managed_fields(meta: &Value) -> FieldErrors {
         let ft = get_str(e, &["fieldsType"]).unwrap_or("");
         if !ft.is_empty() && ft != "FieldsV1" {
             errs.push(FieldError::invalid(
-                format!("{path}.fieldsType"),
+                format!("{}.fieldsType", path()),
                 BadValue::Str(ft.to_string()),
                 "must be `FieldsV1`",
             ));
         }
         let manager = get_str(e, &["manager"]).unwrap_or("");
         if manager.len() > 128 {
-            errs.push(FieldError::too_long(format!("{path}.manager"), 128));
+            errs.push(FieldError::too_long(format!("{}.manager", path()), 128));
         }
         if manager.chars().any(|c| c.is_control()) {
             errs.push(FieldError::invalid(
-                format!("{path}.manager"),
+                format!("{}.manager", path()),
                 BadValue::Str(manager.to_string()),
                 "invalid characters",
             ));
         }
         if get_str(e, &["subresource"]).map_or(0, str::len) > 256 {
-            errs.push(FieldError::too_long(format!("{path}.subresource"), 256));
+            errs.push(FieldError::too_long(format!("{}.subresource", path()), 256));
         }
     }
     errs
