@@ -35,7 +35,7 @@ struct Entry {
     deleting: bool,
     wake: Option<Timestamp>,
     reported_gone: bool,
-    /// The Job as last seen (its template shapes the pod objects); `Null` when pods are off.
+    /// What of the Job as last seen shapes the pod objects (`pod_source`); `Null` when pods are off.
     job: Value,
     objects: PodObjects,
     /// `courier.dev/origin-uid` and `courier.dev/epoch` labels: its pod starts are counted.
@@ -56,6 +56,27 @@ fn origin_of(job: &Value) -> Option<(String, String)> {
         uid.to_string(),
         label(EPOCH_LABEL).unwrap_or("").to_string(),
     ))
+}
+
+/// What `podshape::new_pod` reads of a Job (its name, namespace, uid, pod template and
+/// `backoffLimitPerIndex`), moved out of the parsed Job. An entry lives as long as its Job: the
+/// rest of the tree (managedFields, the status, the rest of the spec) is freed now, while warm,
+/// instead of being held until then (the bulk of what an entry would hold).
+pub(super) fn pod_source(mut job: Value) -> Value {
+    let mut take = |part: &str, keys: &[&str]| {
+        let mut out = serde_json::Map::new();
+        if let Some(m) = job.get_mut(part).and_then(Value::as_object_mut) {
+            for k in keys {
+                if let Some(v) = m.remove(*k) {
+                    out.insert((*k).to_string(), v);
+                }
+            }
+        }
+        Value::Object(out)
+    };
+    let metadata = take("metadata", &["name", "namespace", "uid"]);
+    let spec = take("spec", &["template", "backoffLimitPerIndex"]);
+    serde_json::json!({"metadata": metadata, "spec": spec})
 }
 
 impl Entry {
@@ -249,7 +270,7 @@ impl JobController {
         let deleting = is_deleting(&job);
         let keep = |job: Value| {
             if self.pods.is_some() {
-                job
+                pod_source(job)
             } else {
                 Value::Null
             }

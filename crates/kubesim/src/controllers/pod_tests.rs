@@ -215,3 +215,79 @@ async fn deleting_a_job_deletes_its_running_pods_gracefully_unless_orphaned() {
     .await;
     assert_eq!(of_job(api, "orph").len(), 1);
 }
+
+mod pod_source {
+    use jiff::Timestamp;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use crate::controllers::job::pod_source;
+    use crate::controllers::podshape::new_pod;
+    use crate::jobctl::PodInfo;
+
+    /// A Job with or without each part `new_pod` reads, and with parts it does not read.
+    fn job() -> impl Strategy<Value = Value> {
+        let opt = |v: Value| prop_oneof![Just(None), Just(Some(Value::Null)), Just(Some(v))];
+        (
+            opt(json!({"metadata": {"labels": {"app": "x"}, "annotations": {"a": "b"}},
+                "spec": {"hostname": "", "containers": [{"name": "c", "image": "busybox"}],
+                    "initContainers": [{"name": "i", "image": "busybox", "env": [{"name": "E", "value": "1"}]}]}})),
+            opt(json!(3)),
+            opt(json!("uid-1")),
+            any::<bool>(),
+        )
+            .prop_map(|(template, per_index, uid, extras)| {
+                let mut j = json!({"apiVersion": "batch/v1", "kind": "Job",
+                    "metadata": {"name": "a-job", "namespace": "ns"}, "spec": {}});
+                if let Some(t) = template {
+                    j["spec"]["template"] = t;
+                }
+                if let Some(p) = per_index {
+                    j["spec"]["backoffLimitPerIndex"] = p;
+                }
+                if let Some(u) = uid {
+                    j["metadata"]["uid"] = u;
+                }
+                if extras {
+                    j["metadata"]["labels"] = json!({"l": "v"});
+                    j["metadata"]["managedFields"] = json!([{"manager": "m"}]);
+                    j["spec"]["completions"] = json!(2);
+                    j["status"] = json!({"active": 1});
+                }
+                j
+            })
+    }
+
+    proptest! {
+        /// Broken on purpose once (`backoffLimitPerIndex` left out of `pod_source`): it fails.
+        #[test]
+        fn the_pod_source_shapes_pods_as_the_whole_job_does(
+            job in job(),
+            index in prop::option::of(0..3i32),
+            failures in 0..2i32,
+            ignored in 0..2i32,
+        ) {
+            let info = PodInfo {
+                name: "a-job-x".into(),
+                uid: "p".into(),
+                ordinal: 0,
+                index,
+                phase: "Pending",
+                ready: false,
+                deleting: false,
+                tracking_finalizer: true,
+                exit_code: None,
+                created: Timestamp::UNIX_EPOCH,
+                started_at: None,
+                finished_at: None,
+                deleted_at: None,
+                restarts: 0,
+                last_run: None,
+                disruption_target: false,
+                index_failure_count: failures,
+                index_ignored_failure_count: ignored,
+            };
+            prop_assert_eq!(new_pod(&pod_source(job.clone()), &info), new_pod(&job, &info));
+        }
+    }
+}
