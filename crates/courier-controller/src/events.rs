@@ -18,7 +18,7 @@ use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
-use kube::{Client, Error};
+use kube::{Client, Error, Resource as _};
 use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -150,9 +150,9 @@ impl EventRecorder {
                 .get(&key)
                 .map(|s| (s.event_name.clone(), s.count + 1))
         };
-        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
         let now = Timestamp::now();
         if let Some((event_name, count)) = repeat {
+            let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
             let patch = json!({"series": {"count": count, "lastObservedTime": MicroTime(now)}});
             match api
                 .patch(&event_name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -167,6 +167,8 @@ impl EventRecorder {
                 Err(e) => return Err(e),
             }
         }
+        // The path `Api::resource_url` gives, without building an `Api` per Event.
+        let url = K8sEvent::url_path(&(), Some(&namespace));
         let event_name = format!(
             "{}.{:x}",
             regarding.name.as_deref().unwrap_or(&self.controller),
@@ -197,7 +199,7 @@ impl EventRecorder {
         };
         // Nothing of the answer (the created Event) is read: it is not decoded.
         let body = serde_json::to_vec(&event).map_err(Error::SerdeError)?;
-        let request = kube::core::Request::new(api.resource_url())
+        let request = kube::core::Request::new(url)
             .create(&PostParams::default(), body)
             .map_err(Error::BuildRequest)?;
         self.client.request_text(request).await?;

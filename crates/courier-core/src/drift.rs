@@ -52,48 +52,63 @@ pub fn kueue_managed(labels: &impl Labels) -> bool {
         .is_some_and(|q| !q.is_empty())
 }
 
+/// The value Courier sends for the mutable field `key` (`None`: it sends none). `suspend` is
+/// always sent, as `false` unless the origin is suspended, except to a Kueue-managed mirror, which
+/// only ever gets `true` (Kueue's to decide).
+fn desired_field<'a>(
+    origin_spec: &'a impl SpecSource,
+    kueue: bool,
+    key: &str,
+) -> Option<&'a Value> {
+    static SUSPENDED: Value = Value::Bool(true);
+    static NOT_SUSPENDED: Value = Value::Bool(false);
+    if key == "suspend" {
+        return if origin_spec.field(key).and_then(Value::as_bool) == Some(true) {
+            Some(&SUSPENDED)
+        } else if kueue {
+            None
+        } else {
+            Some(&NOT_SUSPENDED)
+        };
+    }
+    origin_spec.field(key).filter(|v| !v.is_null())
+}
+
 /// The mutable fields the mirror should carry, as Courier sends them.
 pub fn desired_fields(origin_spec: &impl SpecSource, kueue: bool) -> Map<String, Value> {
-    let mut want = Map::new();
-    for key in DRIFTING_SPEC_FIELDS {
-        if let Some(v) = origin_spec.field(key).filter(|v| !v.is_null()) {
-            want.insert(key.to_string(), v.clone());
-        }
-    }
-    let suspend = want.get("suspend").and_then(Value::as_bool) == Some(true);
-    if suspend {
-        want.insert("suspend".into(), Value::Bool(true));
-    } else if kueue {
-        // Kueue's to decide: never sent as false.
-        want.remove("suspend");
-    } else {
-        want.insert("suspend".into(), Value::Bool(false));
-    }
-    want
+    DRIFTING_SPEC_FIELDS
+        .into_iter()
+        .filter_map(|key| {
+            Some((
+                key.to_string(),
+                desired_field(origin_spec, kueue, key)?.clone(),
+            ))
+        })
+        .collect()
 }
 
 /// The spec-field patch (`{field: value or null}`) that brings the mirror in line with the origin,
-/// or `None` when nothing drifts. See the module docs for the rules.
+/// or `None` when nothing drifts. See the module docs for the rules. Runs on every status copy, so
+/// the fields are compared where they are (no copy of the desired ones unless it must hash them).
 pub fn spec_drift(
     origin_spec: &impl SpecSource,
     kueue: bool,
     mirror_spec: &impl SpecSource,
     mirror_annotations: &impl Labels,
 ) -> Option<Map<String, Value>> {
-    let want = desired_fields(origin_spec, kueue);
     // Hashed only when a field the origin sets is missing on the mirror (rare): the common case,
     // a mirror in line, compares the fields and nothing else.
     let sent_already = || {
         mirror_annotations.label(ANNOTATION_SPEC_HASH)
-            == Some(hash_value(&Value::Object(want.clone())).as_str())
+            == Some(spec_hash(origin_spec, kueue).as_str())
     };
     const NOT_SUSPENDED: Value = Value::Bool(false);
     let mut patch = Map::new();
     for key in DRIFTING_SPEC_FIELDS {
-        if key == "suspend" && kueue && !want.contains_key(key) {
+        let wanted = desired_field(origin_spec, kueue, key);
+        if key == "suspend" && kueue && wanted.is_none() {
             continue;
         }
-        let wanted = want.get(key);
         let mut shown = mirror_spec.field(key).filter(|v| !v.is_null());
         if key == "suspend" {
             shown = Some(shown.unwrap_or(&NOT_SUSPENDED));

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Resource as _;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
     PostParams, Preconditions, PropagationPolicy,
@@ -160,14 +161,15 @@ impl Cluster {
         if !job.is_object() {
             return Err(CallError::Other("mirror is not a Job object".into()));
         }
-        let body = serde_json::to_vec(job)
+        // A mirror is a few KB: written into one buffer rather than grown from empty.
+        let mut body = Vec::with_capacity(4096);
+        serde_json::to_writer(&mut body, job)
             .map_err(|e| CallError::Other(format!("mirror cannot be encoded: {e}")))?;
         let pp = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..Default::default()
         };
-        let jobs = jobs_resource();
-        let path = format!("/apis/{}/namespaces/{ns}/{}", jobs.api_version, jobs.plural);
+        let path = SlimJob::url_path(&(), Some(ns));
         self.call(|c| async move {
             let request = kube::core::Request::new(path)
                 .create(&pp, body)

@@ -111,3 +111,45 @@ fn the_view_keeps_only_the_keys_decisions_read() {
         "an unread key is not even measured"
     );
 }
+
+/// The controller decides on the origin's JSON at once for a Job not placed yet (no intent, no
+/// mirror in sight) instead of deciding on the cached view first and again with the JSON when
+/// asked: that only holds if the JSON changes nothing but what the view alone asks it for.
+/// Each variant of an unplaced origin: decided on the view alone, either the JSON is asked for or
+/// the decision is the one taken with it.
+#[test]
+fn an_unplaced_origin_decides_alike_with_its_json_at_hand() {
+    type Variant = (&'static str, fn(&mut World));
+    let variants: Vec<Variant> = vec![
+        ("placeable", |_| {}),
+        ("no eligible cluster", |w| {
+            for c in &mut w.clusters {
+                c.paused = true;
+            }
+        }),
+        ("finished before placement", |w| {
+            w.origin["status"] = json!({"conditions": [
+                {"type": "Failed", "status": "True", "reason": "DeadlineExceeded"}]});
+        }),
+        ("being deleted", |w| {
+            w.origin["metadata"]["deletionTimestamp"] = json!("2026-05-01T09:59:00Z");
+        }),
+        ("someone else's Job holds the name", |w| {
+            let (now, config) = (w.now, w.config.clone());
+            w.hints.avoid("a", AvoidKind::Foreign, "x", now, &config);
+        }),
+        ("caches unknown", |w| {
+            for m in w.mirrors.values_mut() {
+                *m = MirrorObservation::Unknown;
+            }
+        }),
+    ];
+    for (what, change) in variants {
+        let mut w = World::new();
+        change(&mut w);
+        let cached = w.decide_cached();
+        if !cached.needs_fresh_origin {
+            assert_eq!(cached, w.decide(), "{what}");
+        }
+    }
+}
