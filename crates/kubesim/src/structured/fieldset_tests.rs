@@ -44,6 +44,10 @@ proptest! {
         u.add_all(&b);
         prop_assert_eq!(&u, &b.union(&a));
         prop_assert_eq!(&u, &a.union(&b));
+        // Either side may be the one added to (update_entries takes `added` when nothing was modified).
+        let mut v = b.clone();
+        v.add_all(&a);
+        prop_assert_eq!(&v, &u);
     }
 }
 

@@ -336,8 +336,15 @@ fn update_entries(
     cmp.exclude(&reset_set(t, mgr.subresource));
     // The operation runs as a separate "current-operation" manager: every existing entry (including the
     // writer's own previous one) loses the fields this write changed or removed...
-    let mut changed = std::mem::take(&mut cmp.modified);
-    changed.add_all(&cmp.added);
+    // (`add_all` copies what it adds: when nothing was modified, as in a create, the added set is
+    // taken as it is.)
+    let changed = if cmp.modified.is_empty() {
+        std::mem::take(&mut cmp.added)
+    } else {
+        let mut m = std::mem::take(&mut cmp.modified);
+        m.add_all(&cmp.added);
+        m
+    };
     let mut others = OtherVersions {
         conv,
         live,

@@ -263,7 +263,11 @@ fn validate_no_new_finalizers(new_meta: &Value, old_meta: &Value) -> FieldErrors
 
 /// `ValidateLabels` (meta/v1): every key a qualified name, every value a label value. Used for
 /// `metadata.labels`, pod template labels and `nodeSelector`.
-pub fn validate_labels(labels: Option<&Map<String, Value>>, field: &str) -> FieldErrors {
+/// `field` is a `&str` or a [`Path`](super::path::Path), spelled only for an error.
+pub fn validate_labels(
+    labels: Option<&Map<String, Value>>,
+    field: impl Into<String> + Copy,
+) -> FieldErrors {
     let mut errs = Vec::new();
     let Some(labels) = labels else {
         return errs;
@@ -285,7 +289,11 @@ pub fn validate_labels(labels: Option<&Map<String, Value>>, field: &str) -> Fiel
 }
 
 /// `ValidateAnnotations`: keys are qualified names (case-insensitive), total size at most 256 KiB.
-pub fn validate_annotations(annotations: Option<&Map<String, Value>>, field: &str) -> FieldErrors {
+/// `field` as in [`validate_labels`].
+pub fn validate_annotations(
+    annotations: Option<&Map<String, Value>>,
+    field: impl Into<String> + Copy,
+) -> FieldErrors {
     let mut errs = Vec::new();
     let Some(annotations) = annotations else {
         return errs;
@@ -357,7 +365,8 @@ pub fn validate_owner_references(refs: Option<&[Value]>, field: &str) -> FieldEr
     let Some(refs) = refs else {
         return errs;
     };
-    let mut first_controller: Option<String> = None;
+    // (kind, name), spelled `kind/name` only if a second controller is found.
+    let mut first_controller: Option<(&str, &str)> = None;
     for r in refs {
         let api_version = get_str(r, &["apiVersion"]).unwrap_or("");
         let kind = get_str(r, &["kind"]).unwrap_or("");
@@ -405,9 +414,8 @@ pub fn validate_owner_references(refs: Option<&[Value]>, field: &str) -> FieldEr
             ));
         }
         if r.get("controller").and_then(Value::as_bool) == Some(true) {
-            let cur = format!("{kind}/{name}");
-            match &first_controller {
-                Some(first) => errs.push(FieldError::invalid(
+            match first_controller {
+                Some((first_kind, first_name)) => errs.push(FieldError::invalid(
                     field,
                     BadValue::Raw(format!(
                         "[{}]",
@@ -417,10 +425,10 @@ pub fn validate_owner_references(refs: Option<&[Value]>, field: &str) -> FieldEr
                             .join(",")
                     )),
                     format!(
-                        "Only one reference can have Controller set to true. Found \"true\" in references for {first} and {cur}"
+                        "Only one reference can have Controller set to true. Found \"true\" in references for {first_kind}/{first_name} and {kind}/{name}"
                     ),
                 )),
-                None => first_controller = Some(cur),
+                None => first_controller = Some((kind, name)),
             }
         }
     }

@@ -5,6 +5,7 @@
 
 pub mod meta;
 pub mod names;
+pub mod path;
 pub mod selector;
 
 pub use meta::{

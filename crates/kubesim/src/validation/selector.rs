@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::names::{is_qualified_name, is_valid_label_value};
+use super::path::Path;
 use super::sorted_keys;
 use crate::errors::{BadValue, FieldError, FieldErrors};
 use crate::json::{get_arr, get_obj, get_str};
@@ -14,21 +15,23 @@ pub fn validate_label_selector(
     allow_invalid_label_value: bool,
     field: &str,
 ) -> FieldErrors {
+    let field = Path::new(field);
     let mut errs = Vec::new();
     let Some(selector) = selector.filter(|v| !v.is_null()) else {
         return errs;
     };
     errs.extend(super::validate_labels(
         get_obj(selector, &["matchLabels"]),
-        &format!("{field}.matchLabels"),
+        field.child("matchLabels"),
     ));
+    let exprs_path = field.child("matchExpressions");
     for (i, expr) in get_arr(selector, &["matchExpressions"])
         .map(Vec::as_slice)
         .unwrap_or_default()
         .iter()
         .enumerate()
     {
-        let path = format!("{field}.matchExpressions[{i}]");
+        let path = exprs_path.index(i);
         let op = get_str(expr, &["operator"]).unwrap_or("");
         let values: Vec<&str> = get_arr(expr, &["values"])
             .map(|a| a.iter().map(|v| v.as_str().unwrap_or("")).collect())
@@ -37,7 +40,7 @@ pub fn validate_label_selector(
             "In" | "NotIn" => {
                 if values.is_empty() {
                     errs.push(FieldError::required(
-                        format!("{path}.values"),
+                        path.child("values"),
                         "must be specified when `operator` is 'In' or 'NotIn'",
                     ));
                 }
@@ -45,13 +48,13 @@ pub fn validate_label_selector(
             "Exists" | "DoesNotExist" => {
                 if !values.is_empty() {
                     errs.push(FieldError::forbidden(
-                        format!("{path}.values"),
+                        path.child("values"),
                         "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
                     ));
                 }
             }
             _ => errs.push(FieldError::invalid(
-                format!("{path}.operator"),
+                path.child("operator"),
                 BadValue::Str(op.to_string()),
                 "not a valid selector operator",
             )),
@@ -59,16 +62,17 @@ pub fn validate_label_selector(
         let key = get_str(expr, &["key"]).unwrap_or("");
         for msg in is_qualified_name(key) {
             errs.push(FieldError::invalid(
-                format!("{path}.key"),
+                path.child("key"),
                 BadValue::Str(key.to_string()),
                 msg,
             ));
         }
         if !allow_invalid_label_value {
+            let values_path = path.child("values");
             for (j, v) in values.iter().enumerate() {
                 for msg in is_valid_label_value(v) {
                     errs.push(FieldError::invalid(
-                        format!("{path}.values[{j}]"),
+                        values_path.index(j),
                         BadValue::Str(v.to_string()),
                         msg,
                     ));

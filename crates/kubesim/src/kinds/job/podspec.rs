@@ -24,23 +24,24 @@ use crate::validation::names::{
     inclusive_range_error, is_dns1123_label, is_dns1123_subdomain, is_qualified_name,
     is_relaxed_env_var_name, is_valid_label_value, is_valid_port_name, is_valid_port_num,
 };
+use crate::validation::path::Path;
 use crate::validation::{validate_annotations, validate_labels};
 
 fn s(v: &str) -> BadValue {
     BadValue::Str(v.to_string())
 }
 
-fn invalid_each(errs: &mut FieldErrors, field: &str, value: &str, msgs: Vec<String>) {
+fn invalid_each(errs: &mut FieldErrors, field: Path<'_>, value: &str, msgs: Vec<String>) {
     for m in msgs {
         errs.push(FieldError::invalid(field, s(value), m));
     }
 }
 
-fn not_found(field: String, value: &str) -> FieldError {
+fn not_found(field: Path<'_>, value: &str) -> FieldError {
     FieldError::new(FieldErrorKind::NotFound, field, s(value), "")
 }
 
-fn nonnegative(errs: &mut FieldErrors, field: String, v: Option<i64>) {
+fn nonnegative(errs: &mut FieldErrors, field: Path<'_>, v: Option<i64>) {
     if let Some(v) = v
         && v < 0
     {
@@ -53,7 +54,7 @@ fn nonnegative(errs: &mut FieldErrors, field: String, v: Option<i64>) {
 }
 
 /// A required string that must be one of `supported`: `Required` when empty, else `NotSupported`.
-fn one_of(errs: &mut FieldErrors, field: String, value: &str, supported: &[&str]) {
+fn one_of(errs: &mut FieldErrors, field: Path<'_>, value: &str, supported: &[&str]) {
     if value.is_empty() {
         errs.push(FieldError::required(field, ""));
     } else if !supported.contains(&value) {
@@ -63,28 +64,29 @@ fn one_of(errs: &mut FieldErrors, field: String, value: &str, supported: &[&str]
 
 /// `ValidatePodTemplateSpec` at `path` (normally `spec.template`).
 pub fn validate_pod_template_spec(template: Option<&Value>, path: &str) -> FieldErrors {
+    let path = Path::new(path);
     let null = Value::Null;
     let template = template.unwrap_or(&null);
     let mut errs = validate_labels(
         get_obj(template, &["metadata", "labels"]),
-        &format!("{path}.labels"),
+        path.child("labels"),
     );
-    let annotations_path = format!("{path}.annotations");
+    let annotations_path = path.child("annotations");
     errs.extend(validate_annotations(
         get_obj(template, &["metadata", "annotations"]),
-        &annotations_path,
+        annotations_path,
     ));
     let spec = get(template, &["spec"]).unwrap_or(&null);
     errs.extend(validate_pod_specific_annotations(
         template,
         spec,
-        &annotations_path,
+        annotations_path,
     ));
-    let spec_path = format!("{path}.spec");
-    errs.extend(validate_pod_spec(spec, &spec_path));
+    let spec_path = path.child("spec");
+    errs.extend(pod_spec(spec, spec_path));
     if get_arr(spec, &["ephemeralContainers"]).is_some_and(|a| !a.is_empty()) {
         errs.push(FieldError::forbidden(
-            format!("{spec_path}.ephemeralContainers"),
+            spec_path.child("ephemeralContainers"),
             "ephemeral containers not allowed in pod template",
         ));
     }
@@ -92,7 +94,11 @@ pub fn validate_pod_template_spec(template: Option<&Value>, path: &str) -> Field
 }
 
 /// The parts of `ValidatePodSpecificAnnotations` a template can trip.
-fn validate_pod_specific_annotations(template: &Value, spec: &Value, path: &str) -> FieldErrors {
+fn validate_pod_specific_annotations(
+    template: &Value,
+    spec: &Value,
+    path: Path<'_>,
+) -> FieldErrors {
     let mut errs = Vec::new();
     let Some(annotations) = get_obj(template, &["metadata", "annotations"]) else {
         return errs;
@@ -101,7 +107,7 @@ fn validate_pod_specific_annotations(template: &Value, spec: &Value, path: &str)
         && get_str(spec, &["nodeName"]).unwrap_or("").is_empty()
     {
         errs.push(FieldError::invalid(
-            format!("{path}[kubernetes.io/config.mirror]"),
+            path.key("kubernetes.io/config.mirror"),
             s(v.as_str().unwrap_or("")),
             "must set spec.nodeName if mirror pod annotation is set",
         ));
@@ -112,7 +118,7 @@ fn validate_pod_specific_annotations(template: &Value, spec: &Value, path: &str)
         let ok = !v.starts_with('+') && v.trim() == v && v.parse::<i32>().is_ok();
         if !ok {
             errs.push(FieldError::invalid(
-                format!("{path}[controller.kubernetes.io/pod-deletion-cost]"),
+                path.key("controller.kubernetes.io/pod-deletion-cost"),
                 s(v),
                 "must be a 32bit integer",
             ));
@@ -158,7 +164,7 @@ const VOLUME_SOURCE_ORDER: &[(&str, &str)] = &[
 
 const FILE_MODE_ERR: &str = "must be a number between 0 and 0777 (octal), both inclusive";
 
-fn validate_mode(errs: &mut FieldErrors, field: String, mode: Option<i64>) {
+fn validate_mode(errs: &mut FieldErrors, field: Path<'_>, mode: Option<i64>) {
     if let Some(m) = mode
         && !(0..=0o777).contains(&m)
     {
@@ -167,42 +173,39 @@ fn validate_mode(errs: &mut FieldErrors, field: String, mode: Option<i64>) {
 }
 
 /// `validateLocalDescendingPath`: relative, no `..` element.
-fn validate_local_descending_path(errs: &mut FieldErrors, field: String, p: &str) {
+fn validate_local_descending_path(errs: &mut FieldErrors, field: Path<'_>, p: &str) {
     if p.starts_with('/') {
-        errs.push(FieldError::invalid(
-            field.clone(),
-            s(p),
-            "must be a relative path",
-        ));
+        errs.push(FieldError::invalid(field, s(p), "must be a relative path"));
     }
     if p.split(['/', '\\']).any(|e| e == "..") {
         errs.push(FieldError::invalid(field, s(p), "must not contain '..'"));
     }
 }
 
-fn validate_key_to_paths(errs: &mut FieldErrors, path: &str, items: Option<&Vec<Value>>) {
+fn validate_key_to_paths(errs: &mut FieldErrors, path: Path<'_>, items: Option<&Vec<Value>>) {
+    let items_path = path.child("items");
     for (i, item) in items
         .map(Vec::as_slice)
         .unwrap_or_default()
         .iter()
         .enumerate()
     {
-        let ip = format!("{path}.items[{i}]");
+        let ip = items_path.index(i);
         if get_str(item, &["key"]).unwrap_or("").is_empty() {
-            errs.push(FieldError::required(format!("{ip}.key"), ""));
+            errs.push(FieldError::required(ip.child("key"), ""));
         }
         let p = get_str(item, &["path"]).unwrap_or("");
         if p.is_empty() {
-            errs.push(FieldError::required(format!("{ip}.path"), ""));
+            errs.push(FieldError::required(ip.child("path"), ""));
         } else {
-            validate_local_descending_path(errs, format!("{ip}.path"), p);
+            validate_local_descending_path(errs, ip.child("path"), p);
         }
-        validate_mode(errs, format!("{ip}.mode"), get_i64(item, &["mode"]));
+        validate_mode(errs, ip.child("mode"), get_i64(item, &["mode"]));
     }
 }
 
 /// `validateVolumeSource` (type count and the common sources' fields).
-fn validate_volume_source(vol: &Value, path: &str) -> FieldErrors {
+fn validate_volume_source(vol: &Value, path: Path<'_>) -> FieldErrors {
     let mut errs = Vec::new();
     let mut count = 0;
     for (json, go_path) in VOLUME_SOURCE_ORDER {
@@ -211,49 +214,49 @@ fn validate_volume_source(vol: &Value, path: &str) -> FieldErrors {
         };
         if count > 0 {
             errs.push(FieldError::forbidden(
-                format!("{path}.{go_path}"),
+                path.child(go_path),
                 "may not specify more than 1 volume type",
             ));
             continue;
         }
         count += 1;
-        let sp = format!("{path}.{json}");
+        let sp = path.child(json);
         match *json {
             "hostPath" if get_str(src, &["path"]).unwrap_or("").is_empty() => {
-                errs.push(FieldError::required(format!("{sp}.path"), ""));
+                errs.push(FieldError::required(sp.child("path"), ""));
             }
             "secret" => {
-                validate_key_to_paths(&mut errs, &sp, get_arr(src, &["items"]));
+                validate_key_to_paths(&mut errs, sp, get_arr(src, &["items"]));
                 validate_mode(
                     &mut errs,
-                    format!("{sp}.defaultMode"),
+                    sp.child("defaultMode"),
                     get_i64(src, &["defaultMode"]),
                 );
             }
             "configMap" => {
                 if get_str(src, &["name"]).unwrap_or("").is_empty() {
-                    errs.push(FieldError::required(format!("{sp}.name"), ""));
+                    errs.push(FieldError::required(sp.child("name"), ""));
                 }
-                validate_key_to_paths(&mut errs, &sp, get_arr(src, &["items"]));
+                validate_key_to_paths(&mut errs, sp, get_arr(src, &["items"]));
                 validate_mode(
                     &mut errs,
-                    format!("{sp}.defaultMode"),
+                    sp.child("defaultMode"),
                     get_i64(src, &["defaultMode"]),
                 );
             }
             "persistentVolumeClaim" if get_str(src, &["claimName"]).unwrap_or("").is_empty() => {
-                errs.push(FieldError::required(format!("{sp}.claimName"), ""));
+                errs.push(FieldError::required(sp.child("claimName"), ""));
             }
             "nfs" => {
                 if get_str(src, &["server"]).unwrap_or("").is_empty() {
-                    errs.push(FieldError::required(format!("{sp}.server"), ""));
+                    errs.push(FieldError::required(sp.child("server"), ""));
                 }
                 let p = get_str(src, &["path"]).unwrap_or("");
                 if p.is_empty() {
-                    errs.push(FieldError::required(format!("{sp}.path"), ""));
+                    errs.push(FieldError::required(sp.child("path"), ""));
                 } else if !p.starts_with('/') {
                     errs.push(FieldError::invalid(
-                        format!("{sp}.path"),
+                        sp.child("path"),
                         s(p),
                         "must be an absolute path",
                     ));
@@ -269,7 +272,7 @@ fn validate_volume_source(vol: &Value, path: &str) -> FieldErrors {
 }
 
 /// `ValidateVolumes`: returns the names of the valid volumes (for mount checks) and the errors.
-fn validate_volumes(spec: &Value, path: &str) -> (HashSet<String>, FieldErrors) {
+fn validate_volumes(spec: &Value, path: Path<'_>) -> (HashSet<String>, FieldErrors) {
     let mut names = HashSet::new();
     let mut errs = Vec::new();
     for (i, vol) in get_arr(spec, &["volumes"])
@@ -278,16 +281,16 @@ fn validate_volumes(spec: &Value, path: &str) -> (HashSet<String>, FieldErrors) 
         .iter()
         .enumerate()
     {
-        let ip = format!("{path}[{i}]");
+        let ip = path.index(i);
         let name = get_str(vol, &["name"]).unwrap_or("");
-        let mut el = validate_volume_source(vol, &ip);
+        let mut el = validate_volume_source(vol, ip);
         if name.is_empty() {
-            el.push(FieldError::required(format!("{ip}.name"), ""));
+            el.push(FieldError::required(ip.child("name"), ""));
         } else {
-            invalid_each(&mut el, &format!("{ip}.name"), name, is_dns1123_label(name));
+            invalid_each(&mut el, ip.child("name"), name, is_dns1123_label(name));
         }
         if names.contains(name) {
-            el.push(FieldError::duplicate(format!("{ip}.name"), s(name)));
+            el.push(FieldError::duplicate(ip.child("name"), s(name)));
         }
         if el.is_empty() {
             names.insert(name.to_string());
@@ -299,38 +302,33 @@ fn validate_volumes(spec: &Value, path: &str) -> (HashSet<String>, FieldErrors) 
 }
 
 /// `validateContainerCommon`: what regular and init containers share.
-fn validate_container_common(c: &Value, path: &str, volumes: &HashSet<String>) -> FieldErrors {
+fn validate_container_common(c: &Value, path: Path<'_>, volumes: &HashSet<String>) -> FieldErrors {
     let mut errs = Vec::new();
     let name = get_str(c, &["name"]).unwrap_or("");
     if name.is_empty() {
-        errs.push(FieldError::required(format!("{path}.name"), ""));
+        errs.push(FieldError::required(path.child("name"), ""));
     } else {
-        invalid_each(
-            &mut errs,
-            &format!("{path}.name"),
-            name,
-            is_dns1123_label(name),
-        );
+        invalid_each(&mut errs, path.child("name"), name, is_dns1123_label(name));
     }
     if get_str(c, &["image"]).unwrap_or("").is_empty() {
-        errs.push(FieldError::required(format!("{path}.image"), ""));
+        errs.push(FieldError::required(path.child("image"), ""));
     }
     one_of(
         &mut errs,
-        format!("{path}.terminationMessagePolicy"),
+        path.child("terminationMessagePolicy"),
         get_str(c, &["terminationMessagePolicy"]).unwrap_or(""),
         &["File", "FallbackToLogsOnError"],
     );
-    errs.extend(validate_ports(c, &format!("{path}.ports")));
-    errs.extend(validate_env(c, &format!("{path}.env")));
+    errs.extend(validate_ports(c, path.child("ports")));
+    errs.extend(validate_env(c, path.child("env")));
     errs.extend(validate_volume_mounts(
         c,
-        &format!("{path}.volumeMounts"),
+        path.child("volumeMounts"),
         volumes,
     ));
     one_of(
         &mut errs,
-        format!("{path}.imagePullPolicy"),
+        path.child("imagePullPolicy"),
         get_str(c, &["imagePullPolicy"]).unwrap_or(""),
         &["Always", "IfNotPresent", "Never"],
     );
@@ -338,7 +336,7 @@ fn validate_container_common(c: &Value, path: &str, volumes: &HashSet<String>) -
 }
 
 /// `validateContainerPorts`.
-fn validate_ports(c: &Value, path: &str) -> FieldErrors {
+fn validate_ports(c: &Value, path: Path<'_>) -> FieldErrors {
     let mut errs = Vec::new();
     let mut seen = HashSet::new();
     for (i, p) in get_arr(c, &["ports"])
@@ -347,23 +345,23 @@ fn validate_ports(c: &Value, path: &str) -> FieldErrors {
         .iter()
         .enumerate()
     {
-        let ip = format!("{path}[{i}]");
+        let ip = path.index(i);
         let name = get_str(p, &["name"]).unwrap_or("");
         if !name.is_empty() {
             let msgs = is_valid_port_name(name);
             if !msgs.is_empty() {
-                invalid_each(&mut errs, &format!("{ip}.name"), name, msgs);
+                invalid_each(&mut errs, ip.child("name"), name, msgs);
             } else if !seen.insert(name) {
-                errs.push(FieldError::duplicate(format!("{ip}.name"), s(name)));
+                errs.push(FieldError::duplicate(ip.child("name"), s(name)));
             }
         }
         let cp = get_i64(p, &["containerPort"]).unwrap_or(0);
         if cp == 0 {
-            errs.push(FieldError::required(format!("{ip}.containerPort"), ""));
+            errs.push(FieldError::required(ip.child("containerPort"), ""));
         } else {
             for m in is_valid_port_num(cp) {
                 errs.push(FieldError::invalid(
-                    format!("{ip}.containerPort"),
+                    ip.child("containerPort"),
                     BadValue::Int(cp),
                     m,
                 ));
@@ -373,7 +371,7 @@ fn validate_ports(c: &Value, path: &str) -> FieldErrors {
         if hp != 0 {
             for m in is_valid_port_num(hp) {
                 errs.push(FieldError::invalid(
-                    format!("{ip}.hostPort"),
+                    ip.child("hostPort"),
                     BadValue::Int(hp),
                     m,
                 ));
@@ -381,10 +379,10 @@ fn validate_ports(c: &Value, path: &str) -> FieldErrors {
         }
         let proto = get_str(p, &["protocol"]).unwrap_or("");
         if proto.is_empty() {
-            errs.push(FieldError::required(format!("{ip}.protocol"), ""));
+            errs.push(FieldError::required(ip.child("protocol"), ""));
         } else if !["SCTP", "TCP", "UDP"].contains(&proto) {
             errs.push(FieldError::not_supported(
-                format!("{ip}.protocol"),
+                ip.child("protocol"),
                 s(proto),
                 &["SCTP", "TCP", "UDP"],
             ));
@@ -394,7 +392,7 @@ fn validate_ports(c: &Value, path: &str) -> FieldErrors {
 }
 
 /// `ValidateEnv` (relaxed names; the valueFrom sources are not checked further).
-fn validate_env(c: &Value, path: &str) -> FieldErrors {
+fn validate_env(c: &Value, path: Path<'_>) -> FieldErrors {
     let mut errs = Vec::new();
     for (i, e) in get_arr(c, &["env"])
         .map(Vec::as_slice)
@@ -403,18 +401,19 @@ fn validate_env(c: &Value, path: &str) -> FieldErrors {
         .enumerate()
     {
         let name = get_str(e, &["name"]).unwrap_or("");
-        let np = format!("{path}[{i}].name");
+        let ip = path.index(i);
+        let np = ip.child("name");
         if name.is_empty() {
             errs.push(FieldError::required(np, ""));
         } else {
-            invalid_each(&mut errs, &np, name, is_relaxed_env_var_name(name));
+            invalid_each(&mut errs, np, name, is_relaxed_env_var_name(name));
         }
     }
     errs
 }
 
 /// `ValidateVolumeMounts` (names, mount paths, uniqueness, subPath).
-fn validate_volume_mounts(c: &Value, path: &str, volumes: &HashSet<String>) -> FieldErrors {
+fn validate_volume_mounts(c: &Value, path: Path<'_>, volumes: &HashSet<String>) -> FieldErrors {
     let mut errs = Vec::new();
     let mut mount_paths = HashSet::new();
     for (i, m) in get_arr(c, &["volumeMounts"])
@@ -423,32 +422,32 @@ fn validate_volume_mounts(c: &Value, path: &str, volumes: &HashSet<String>) -> F
         .iter()
         .enumerate()
     {
-        let ip = format!("{path}[{i}]");
+        let ip = path.index(i);
         let name = get_str(m, &["name"]).unwrap_or("");
         if name.is_empty() {
-            errs.push(FieldError::required(format!("{ip}.name"), ""));
+            errs.push(FieldError::required(ip.child("name"), ""));
         }
         if !volumes.contains(name) {
-            errs.push(not_found(format!("{ip}.name"), name));
+            errs.push(not_found(ip.child("name"), name));
         }
         let mp = get_str(m, &["mountPath"]).unwrap_or("");
         if mp.is_empty() {
-            errs.push(FieldError::required(format!("{ip}.mountPath"), ""));
+            errs.push(FieldError::required(ip.child("mountPath"), ""));
         }
         if !mount_paths.insert(mp) {
             errs.push(FieldError::invalid(
-                format!("{ip}.mountPath"),
+                ip.child("mountPath"),
                 s(mp),
                 "must be unique",
             ));
         }
         let sub = get_str(m, &["subPath"]).unwrap_or("");
         if !sub.is_empty() {
-            validate_local_descending_path(&mut errs, format!("{ip}.subPath"), sub);
+            validate_local_descending_path(&mut errs, ip.child("subPath"), sub);
         }
         if !get_str(m, &["subPathExpr"]).unwrap_or("").is_empty() && !sub.is_empty() {
             errs.push(FieldError::invalid(
-                format!("{ip}.subPathExpr"),
+                ip.child("subPathExpr"),
                 s(get_str(m, &["subPathExpr"]).unwrap_or("")),
                 "subPathExpr and subPath are mutually exclusive",
             ));
@@ -458,25 +457,22 @@ fn validate_volume_mounts(c: &Value, path: &str, volumes: &HashSet<String>) -> F
 }
 
 /// `validateProbe` (+ the liveness/startup `successThreshold` rule, + readiness' grace period rule).
-fn validate_probe(c: &Value, key: &str, path: &str) -> FieldErrors {
+fn validate_probe(c: &Value, key: &str, path: Path<'_>) -> FieldErrors {
     let mut errs = Vec::new();
     let Some(p) = get(c, &[key]).filter(|v| !v.is_null()) else {
         return errs;
     };
-    let fp = format!("{path}.{key}");
+    let fp = path.child(key);
     let handlers: Vec<&str> = ["exec", "httpGet", "tcpSocket", "grpc"]
         .into_iter()
         .filter(|h| get(p, &[h]).is_some_and(|v| !v.is_null()))
         .collect();
     if handlers.is_empty() {
-        errs.push(FieldError::required(
-            fp.clone(),
-            "must specify a handler type",
-        ));
+        errs.push(FieldError::required(fp, "must specify a handler type"));
     }
     for extra in handlers.iter().skip(1) {
         errs.push(FieldError::forbidden(
-            format!("{fp}.{extra}"),
+            fp.child(extra),
             "may not specify more than 1 handler type",
         ));
     }
@@ -487,18 +483,18 @@ fn validate_probe(c: &Value, key: &str, path: &str) -> FieldErrors {
         "successThreshold",
         "failureThreshold",
     ] {
-        nonnegative(&mut errs, format!("{fp}.{n}"), get_i64(p, &[n]));
+        nonnegative(&mut errs, fp.child(n), get_i64(p, &[n]));
     }
     if let Some(g) = get_i64(p, &["terminationGracePeriodSeconds"]) {
         if key == "readinessProbe" {
             errs.push(FieldError::invalid(
-                format!("{fp}.terminationGracePeriodSeconds"),
+                fp.child("terminationGracePeriodSeconds"),
                 BadValue::Int(g),
                 "must not be set for readinessProbes",
             ));
         } else if g <= 0 {
             errs.push(FieldError::invalid(
-                format!("{fp}.terminationGracePeriodSeconds"),
+                fp.child("terminationGracePeriodSeconds"),
                 BadValue::Int(g),
                 "must be greater than 0",
             ));
@@ -508,7 +504,7 @@ fn validate_probe(c: &Value, key: &str, path: &str) -> FieldErrors {
         let st = get_i64(p, &["successThreshold"]).unwrap_or(0);
         if st != 1 {
             errs.push(FieldError::invalid(
-                format!("{fp}.successThreshold"),
+                fp.child("successThreshold"),
                 BadValue::Int(st),
                 "must be 1",
             ));
@@ -518,7 +514,7 @@ fn validate_probe(c: &Value, key: &str, path: &str) -> FieldErrors {
 }
 
 /// `validateContainers`.
-fn validate_containers(spec: &Value, path: &str, volumes: &HashSet<String>) -> FieldErrors {
+fn validate_containers(spec: &Value, path: Path<'_>, volumes: &HashSet<String>) -> FieldErrors {
     let mut errs = Vec::new();
     let containers = get_arr(spec, &["containers"])
         .map(Vec::as_slice)
@@ -529,18 +525,18 @@ fn validate_containers(spec: &Value, path: &str, volumes: &HashSet<String>) -> F
     }
     let mut names = HashSet::new();
     for (i, c) in containers.iter().enumerate() {
-        let ip = format!("{path}[{i}]");
-        errs.extend(validate_container_common(c, &ip, volumes));
+        let ip = path.index(i);
+        errs.extend(validate_container_common(c, ip, volumes));
         let name = get_str(c, &["name"]).unwrap_or("");
         if !names.insert(name) {
-            errs.push(FieldError::duplicate(format!("{ip}.name"), s(name)));
+            errs.push(FieldError::duplicate(ip.child("name"), s(name)));
         }
         for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
-            errs.extend(validate_probe(c, probe, &ip));
+            errs.extend(validate_probe(c, probe, ip));
         }
         if get(c, &["restartPolicy"]).is_some_and(|v| !v.is_null()) {
             errs.push(FieldError::forbidden(
-                format!("{ip}.restartPolicy"),
+                ip.child("restartPolicy"),
                 "may not be set for non-init containers",
             ));
         }
@@ -550,7 +546,11 @@ fn validate_containers(spec: &Value, path: &str, volumes: &HashSet<String>) -> F
 
 /// `validateInitContainers` (names unique across init and regular containers; only sidecars, i.e.
 /// `restartPolicy: Always`, may have probes).
-fn validate_init_containers(spec: &Value, path: &str, volumes: &HashSet<String>) -> FieldErrors {
+fn validate_init_containers(
+    spec: &Value,
+    path: Path<'_>,
+    volumes: &HashSet<String>,
+) -> FieldErrors {
     let mut errs = Vec::new();
     let mut names: HashSet<&str> = get_arr(spec, &["containers"])
         .map(|a| a.iter().filter_map(|c| get_str(c, &["name"])).collect())
@@ -562,23 +562,23 @@ fn validate_init_containers(spec: &Value, path: &str, volumes: &HashSet<String>)
         .iter()
         .enumerate()
     {
-        let ip = format!("{path}[{i}]");
-        errs.extend(validate_container_common(c, &ip, volumes));
+        let ip = path.index(i);
+        errs.extend(validate_container_common(c, ip, volumes));
         let name = get_str(c, &["name"]).unwrap_or("");
         if !init_names.insert(name) || names.contains(name) {
-            errs.push(FieldError::duplicate(format!("{ip}.name"), s(name)));
+            errs.push(FieldError::duplicate(ip.child("name"), s(name)));
         }
         names.insert(name);
         match get_str(c, &["restartPolicy"]) {
             Some("Always") => {
                 for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
-                    errs.extend(validate_probe(c, probe, &ip));
+                    errs.extend(validate_probe(c, probe, ip));
                 }
             }
             other => {
                 if let Some(p) = other {
                     errs.push(FieldError::not_supported(
-                        format!("{ip}.restartPolicy"),
+                        ip.child("restartPolicy"),
                         s(p),
                         &["Always"],
                     ));
@@ -591,7 +591,7 @@ fn validate_init_containers(spec: &Value, path: &str, volumes: &HashSet<String>)
                 ] {
                     if get(c, &[key]).is_some_and(|v| !v.is_null()) {
                         errs.push(FieldError::forbidden(
-                            format!("{ip}.{key}"),
+                            ip.child(key),
                             "may not be set for init containers without restartPolicy=Always",
                         ));
                     }
@@ -603,7 +603,7 @@ fn validate_init_containers(spec: &Value, path: &str, volumes: &HashSet<String>)
 }
 
 /// `ValidateTolerations`.
-fn validate_tolerations(spec: &Value, path: &str) -> FieldErrors {
+fn validate_tolerations(spec: &Value, path: Path<'_>) -> FieldErrors {
     let mut errs = Vec::new();
     for (i, t) in get_arr(spec, &["tolerations"])
         .map(Vec::as_slice)
@@ -611,24 +611,24 @@ fn validate_tolerations(spec: &Value, path: &str) -> FieldErrors {
         .iter()
         .enumerate()
     {
-        let ip = format!("{path}[{i}]");
+        let ip = path.index(i);
         let key = get_str(t, &["key"]).unwrap_or("");
         let op = get_str(t, &["operator"]).unwrap_or("");
         let value = get_str(t, &["value"]).unwrap_or("");
         let effect = get_str(t, &["effect"]).unwrap_or("");
         if !key.is_empty() {
-            invalid_each(&mut errs, &format!("{ip}.key"), key, is_qualified_name(key));
+            invalid_each(&mut errs, ip.child("key"), key, is_qualified_name(key));
         }
         if key.is_empty() && op != "Exists" {
             errs.push(FieldError::invalid(
-                format!("{ip}.operator"),
+                ip.child("operator"),
                 s(op),
                 "operator must be Exists when `key` is empty, which means \"match all values and all keys\"",
             ));
         }
         if get_i64(t, &["tolerationSeconds"]).is_some() && effect != "NoExecute" {
             errs.push(FieldError::invalid(
-                format!("{ip}.effect"),
+                ip.child("effect"),
                 s(effect),
                 "effect must be 'NoExecute' when `tolerationSeconds` is set",
             ));
@@ -638,7 +638,7 @@ fn validate_tolerations(spec: &Value, path: &str) -> FieldErrors {
                 let msgs = is_valid_label_value(value);
                 if !msgs.is_empty() {
                     errs.push(FieldError::invalid(
-                        format!("{ip}.operator"),
+                        ip.child("operator"),
                         s(value),
                         msgs.join(";"),
                     ));
@@ -647,14 +647,14 @@ fn validate_tolerations(spec: &Value, path: &str) -> FieldErrors {
             "Exists" => {
                 if !value.is_empty() {
                     errs.push(FieldError::invalid(
-                        format!("{ip}.operator"),
+                        ip.child("operator"),
                         BadValue::Raw(goprint::toleration(Some(t))),
                         "value must be empty when `operator` is 'Exists'",
                     ));
                 }
             }
             _ => errs.push(FieldError::not_supported(
-                format!("{ip}.operator"),
+                ip.child("operator"),
                 s(op),
                 &["Equal", "Exists"],
             )),
@@ -662,7 +662,7 @@ fn validate_tolerations(spec: &Value, path: &str) -> FieldErrors {
         if !effect.is_empty() && !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect)
         {
             errs.push(FieldError::not_supported(
-                format!("{ip}.effect"),
+                ip.child("effect"),
                 s(effect),
                 &["NoSchedule", "PreferNoSchedule", "NoExecute"],
             ));
@@ -673,41 +673,46 @@ fn validate_tolerations(spec: &Value, path: &str) -> FieldErrors {
 
 /// `ValidatePodSpec` at `path` (normally `spec.template.spec`).
 pub fn validate_pod_spec(spec: &Value, path: &str) -> FieldErrors {
+    pod_spec(spec, Path::new(path))
+}
+
+fn pod_spec(spec: &Value, path: Path<'_>) -> FieldErrors {
     let mut errs = Vec::new();
     if get(spec, &["terminationGracePeriodSeconds"]).is_none_or(Value::is_null) {
         errs.push(FieldError::required(
-            format!("{path}.terminationGracePeriodSeconds"),
+            path.child("terminationGracePeriodSeconds"),
             "",
         ));
     }
-    let (volumes, verrs) = validate_volumes(spec, &format!("{path}.volumes"));
+    let (volumes, verrs) = validate_volumes(spec, path.child("volumes"));
     errs.extend(verrs);
     errs.extend(validate_containers(
         spec,
-        &format!("{path}.containers"),
+        path.child("containers"),
         &volumes,
     ));
     errs.extend(validate_init_containers(
         spec,
-        &format!("{path}.initContainers"),
+        path.child("initContainers"),
         &volumes,
     ));
     one_of(
         &mut errs,
-        format!("{path}.restartPolicy"),
+        path.child("restartPolicy"),
         get_str(spec, &["restartPolicy"]).unwrap_or(""),
         &["Always", "OnFailure", "Never"],
     );
     one_of(
         &mut errs,
-        format!("{path}.dnsPolicy"),
+        path.child("dnsPolicy"),
         get_str(spec, &["dnsPolicy"]).unwrap_or(""),
         &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
     );
     errs.extend(validate_labels(
         get_obj(spec, &["nodeSelector"]),
-        &format!("{path}.nodeSelector"),
+        path.child("nodeSelector"),
     ));
+    let pull_secrets = path.child("imagePullSecrets");
     for (i, ps) in get_arr(spec, &["imagePullSecrets"])
         .map(Vec::as_slice)
         .unwrap_or_default()
@@ -719,13 +724,14 @@ pub fn validate_pod_spec(spec: &Value, path: &str) -> FieldErrors {
             .is_some_and(|o| o.keys().any(|k| k != "name"))
         {
             errs.push(FieldError::invalid(
-                format!("{path}.imagePullSecrets[{i}]"),
+                pull_secrets.index(i),
                 BadValue::Raw(goprint::local_object_reference(Some(ps))),
                 "only name may be set",
             ));
         }
     }
     let mut gates: HashMap<&str, ()> = HashMap::new();
+    let gates_path = path.child("schedulingGates");
     for (i, g) in get_arr(spec, &["schedulingGates"])
         .map(Vec::as_slice)
         .unwrap_or_default()
@@ -733,8 +739,8 @@ pub fn validate_pod_spec(spec: &Value, path: &str) -> FieldErrors {
         .enumerate()
     {
         let name = get_str(g, &["name"]).unwrap_or("");
-        let gp = format!("{path}.schedulingGates[{i}]");
-        invalid_each(&mut errs, &gp, name, is_qualified_name(name));
+        let gp = gates_path.index(i);
+        invalid_each(&mut errs, gp, name, is_qualified_name(name));
         if gates.insert(name, ()).is_some() {
             errs.push(FieldError::duplicate(gp, s(name)));
         }
@@ -748,14 +754,14 @@ pub fn validate_pod_spec(spec: &Value, path: &str) -> FieldErrors {
     ] {
         let v = get_str(spec, &[key]).unwrap_or("");
         if !v.is_empty() {
-            invalid_each(&mut errs, &format!("{path}.{key}"), v, check(v));
+            invalid_each(&mut errs, path.child(key), v, check(v));
         }
     }
     if let Some(ads) = get_i64(spec, &["activeDeadlineSeconds"])
         && !(1..=i64::from(i32::MAX)).contains(&ads)
     {
         errs.push(FieldError::invalid(
-            format!("{path}.activeDeadlineSeconds"),
+            path.child("activeDeadlineSeconds"),
             BadValue::Int(ads),
             inclusive_range_error(1, i64::from(i32::MAX)),
         ));
@@ -763,26 +769,21 @@ pub fn validate_pod_spec(spec: &Value, path: &str) -> FieldErrors {
     for key in ["hostname", "subdomain"] {
         let v = get_str(spec, &[key]).unwrap_or("");
         if !v.is_empty() {
-            invalid_each(&mut errs, &format!("{path}.{key}"), v, is_dns1123_label(v));
+            invalid_each(&mut errs, path.child(key), v, is_dns1123_label(v));
         }
     }
-    errs.extend(validate_tolerations(spec, &format!("{path}.tolerations")));
+    errs.extend(validate_tolerations(spec, path.child("tolerations")));
     for key in ["priorityClassName", "runtimeClassName"] {
         if let Some(v) = get_str(spec, &[key])
             && (key == "runtimeClassName" || !v.is_empty())
         {
-            invalid_each(
-                &mut errs,
-                &format!("{path}.{key}"),
-                v,
-                is_dns1123_subdomain(v),
-            );
+            invalid_each(&mut errs, path.child(key), v, is_dns1123_subdomain(v));
         }
     }
     if let Some(p) = get_str(spec, &["preemptionPolicy"]) {
         one_of(
             &mut errs,
-            format!("{path}.preemptionPolicy"),
+            path.child("preemptionPolicy"),
             p,
             &["PreemptLowerPriority", "Never"],
         );
@@ -791,7 +792,7 @@ pub fn validate_pod_spec(spec: &Value, path: &str) -> FieldErrors {
         let name = get_str(spec, &["os", "name"]).unwrap_or("");
         one_of(
             &mut errs,
-            format!("{path}.os.name"),
+            path.child("os").child("name"),
             name,
             &["linux", "windows"],
         );

@@ -8,6 +8,7 @@ use super::podspec::validate_pod_template_spec;
 use crate::errors::{BadValue, FieldError, FieldErrors};
 use crate::json::{get, get_arr, get_bool, get_i64, get_obj, get_str};
 use crate::validation::names::{is_dns1123_label, is_domain_prefixed_path};
+use crate::validation::path::Path;
 use crate::validation::selector::{self, validate_label_selector};
 use crate::validation::{is_unset, semantic_eq, validate_object_meta_update_core};
 
@@ -130,7 +131,8 @@ fn has_label(
     key: &str,
     expected: &str,
 ) {
-    let field = format!("spec.template.metadata.labels[{key}]");
+    let labels_path = Path::new("spec.template.metadata.labels");
+    let field = labels_path.key(key);
     match labels.and_then(|l| l.get(key)) {
         None => errs.push(FieldError::required(field, format!("must be '{expected}'"))),
         Some(v) if v.as_str() != Some(expected) => errs.push(FieldError::invalid(
