@@ -7,12 +7,13 @@
 //! `metav1.ObjectMeta`). Versioned types embedded in internal ones (`metav1.ObjectMeta`,
 //! `metav1.LabelSelector`) keep their json tags and `omitempty`.
 //!
-//! The schemas below follow `pkg/apis/core/types.go` and `pkg/apis/batch/types.go` of v1.36; the
-//! recordings pin `PodTemplateSpec`, `PodSpec`, `Container`, `ResourceRequirements`,
-//! `PodSecurityContext`, `SuccessPolicy` and `UncountedTerminatedPods`. Limits: volume sources other
-//! than the common ones (hostPath, emptyDir, secret, configMap, persistentVolumeClaim, nfs, downwardAPI,
-//! projected, csi, image) and a few rarely used nested types are printed as their versioned JSON
-//! (sorted keys, json names); `resource.Quantity` values are printed as written, not re-canonicalised.
+//! The schemas (here and in the submodules) follow `pkg/apis/core/types.go` and
+//! `pkg/apis/batch/types.go` of v1.36; the recordings pin `PodTemplateSpec`, `PodSpec`,
+//! `Container`, `ResourceRequirements`, `PodSecurityContext`, `SuccessPolicy` and
+//! `UncountedTerminatedPods`. Limits: volume sources other than the common ones (hostPath,
+//! emptyDir, secret, configMap, persistentVolumeClaim, nfs, downwardAPI, projected, csi, image) and
+//! a few rarely used nested types are printed as their versioned JSON (sorted keys, json names);
+//! `resource.Quantity` values are printed as written, not re-canonicalised.
 
 mod container;
 mod pod;
