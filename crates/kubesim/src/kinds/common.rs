@@ -10,27 +10,31 @@ mod gotime;
 use serde_json::{Value, json};
 
 use crate::errors::go_quote;
+use crate::validation::path::Path;
 
 pub use encoding::{base64_encode, go_base64_decode, sha256, storage_version_hash};
 pub use gofmt::{OBJECT_META_ORDER, go_float_v, go_print_v, merge_patch_text, object_meta_order};
 pub use gotime::{GoTime, TimeLayout, go_parse_time, normalize_time_field};
 
 // ---------------------------------------------------------------------------------------------
-// Field paths (`field.Path`): `Key` renders `parent[key]` (unquoted), `Index` renders `parent[i]`.
+// Field paths (`field.Path`), spelled at once where the caller already holds its parent as a
+// string; the spelling itself is `validation::path::Path`'s (`Key` renders `parent[key]` unquoted,
+// `Index` renders `parent[i]`).
 
 pub fn key(parent: &str, k: &str) -> String {
-    format!("{parent}[{k}]")
+    Path::new(parent).key(k).to_string()
 }
 
 pub fn index(parent: &str, i: usize) -> String {
-    format!("{parent}[{i}]")
+    Path::new(parent).index(i).to_string()
 }
 
+/// `parent.c`, or `c` alone under an empty parent (no path yet).
 pub fn child(parent: &str, c: &str) -> String {
     if parent.is_empty() {
         c.to_string()
     } else {
-        format!("{parent}.{c}")
+        Path::new(parent).child(c).to_string()
     }
 }
 
