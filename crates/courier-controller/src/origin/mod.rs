@@ -11,6 +11,7 @@ mod answer;
 mod context;
 mod execute;
 pub mod reconcile;
+mod request;
 pub mod store;
 #[cfg(test)]
 mod trim_equivalence;
