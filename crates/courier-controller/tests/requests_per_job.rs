@@ -27,6 +27,7 @@ struct Setup {
     w1: Sim,
     mc: Client,
     wc: Client,
+    handle: courier_controller::ControllerHandle,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<Result<(), courier_controller::ControllerError>>,
 }
@@ -40,7 +41,7 @@ impl Setup {
             leader_elect: false,
             ..config()
         };
-        let (_handle, stop, task) = start_controller(ctl_client, cfg).await;
+        let (handle, stop, task) = start_controller(ctl_client, cfg).await;
         wait_ready_reason(&mc, "w1", "True", "Connected").await;
         // Only the Jobs' requests from here on (the probes' are a few per second at most).
         mgmt.record_requests();
@@ -50,6 +51,7 @@ impl Setup {
             w1,
             mc,
             wc,
+            handle,
             stop,
             task,
         }
@@ -57,6 +59,19 @@ impl Setup {
 
     /// Stops the controller; the controller's requests by `side verb resource[/subresource]`.
     async fn stop(self) -> BTreeMap<String, usize> {
+        // Reconciles per Job (counted since the controller started: the probes' reconciles of
+        // the WorkerCluster are not origin reconciles).
+        let reconciles: f64 = self
+            .handle
+            .metrics_text()
+            .lines()
+            .filter(|l| l.starts_with("courier_reconcile_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        println!(
+            "reconciles: {reconciles} ({:.2} per Job)",
+            reconciles / JOBS as f64
+        );
         self.stop.cancel();
         match tokio::time::timeout(Duration::from_secs(15), self.task).await {
             Ok(Ok(Ok(()))) => {}

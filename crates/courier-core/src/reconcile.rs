@@ -19,7 +19,8 @@
 //! - [`Decision::requeue`] asks for another reconcile after the duration even if nothing changes.
 //! - Origin writes carry `metadata.resourceVersion` (merge patches), so a decision made from a stale
 //!   cache fails with 409 Conflict instead of acting on old data. Each decision writes the origin at
-//!   most once; the write triggers the next reconcile, which continues from the new state.
+//!   most once; when something follows the write ([`Decision::after_write`]) the write triggers the
+//!   next reconcile, which continues from the new state.
 //! - `CreateMirror` answered 409 AlreadyExists: read the existing Job and
 //!   [`classify`](crate::ownership::classify) it. `Current`: it is ours (a retried create) — adopt it
 //!   and carry on. `Stale`: an older mirror of ours holds the name — stop and requeue (the next
@@ -417,6 +418,12 @@ pub struct DecisionOf<W: Workload> {
     pub wait: Option<Wait>,
     /// Nothing may be done on the cached origin: decide again on a fresh read of it.
     pub needs_fresh_origin: bool,
+    /// Decide again once this decision's origin write succeeded: something follows the write that
+    /// this decision could not plan (another origin write, a finished mirror's delete, a status
+    /// copy from the mirror it creates). Otherwise the written origin (written through to the
+    /// cache) needs no further decision: re-deciding would plan nothing, and mirror changes queue
+    /// the origin themselves.
+    pub after_write: bool,
 }
 
 impl<W: Workload> DecisionOf<W> {

@@ -118,8 +118,9 @@ pub async fn execute(
 ) -> Result<Option<Duration>, ReconcileError> {
     let mut requeue = decision.requeue;
     let mut failed: Option<ReconcileError> = None;
+    let again = decision.after_write;
     for chain in decision.chains {
-        match run_chain(shared, key, origin, inputs, chain).await {
+        match run_chain(shared, key, origin, inputs, chain, again).await {
             Ok(End::Done) => {}
             Ok(End::Again(after)) => requeue = Some(requeue.map_or(after, |r| r.min(after))),
             Err(e) => match &failed {
@@ -140,12 +141,13 @@ async fn run_chain(
     origin: &OriginView,
     inputs: &Inputs,
     chain: Vec<Action>,
+    again: bool,
 ) -> Result<End, ReconcileError> {
     for action in chain {
         if !matches!(action, Action::Event { .. }) {
             leader_only(shared)?;
         }
-        if let End::Again(after) = perform(shared, key, origin, inputs, action).await? {
+        if let End::Again(after) = perform(shared, key, origin, inputs, action, again).await? {
             return Ok(End::Again(after));
         }
     }
@@ -158,6 +160,7 @@ async fn perform(
     origin: &OriginView,
     inputs: &Inputs,
     action: Action,
+    again: bool,
 ) -> Result<End, ReconcileError> {
     let ns = key.namespace.as_str();
     match action {
@@ -173,7 +176,9 @@ async fn perform(
                     "write the placement intent ({cluster}, epoch {epoch})"
                 )))?;
             write_through(shared, key, &patch, &obj);
-            shared.queue.add(key.clone());
+            if again {
+                shared.queue.add(key.clone());
+            }
             debug!(cluster, epoch, "placement intent written");
         }
         Action::EnsureNamespace {
@@ -299,7 +304,7 @@ async fn perform(
             info!(cluster = %c, uid, "mirror deleted");
         }
         Action::WriteOriginStatus { patch, .. } => {
-            write_status(shared, key, origin, inputs, &patch).await?
+            write_status(shared, key, origin, inputs, &patch, again).await?
         }
         Action::RemoveFinalizer { patch } => {
             // Not written through: the origin is going away and its Delete event may already
@@ -376,6 +381,7 @@ async fn write_status(
     origin: &OriginView,
     inputs: &Inputs,
     patch: &Value,
+    again: bool,
 ) -> Result<(), ReconcileError> {
     let synced_from = origin.intent().map(|i| i.cluster);
     let named = synced_from.clone().unwrap_or_default();
@@ -383,7 +389,9 @@ async fn write_status(
     match patch_origin::<WriteAnswer>(shared, key, patch, true).await {
         Ok(answer) => {
             write_through_status(shared, key, patch, &answer);
-            shared.queue.add(key.clone());
+            if again {
+                shared.queue.add(key.clone());
+            }
             shared
                 .metrics
                 .status_sync_total

@@ -8,7 +8,8 @@
 //!   cache synced (so a silent or stale worker never reads as "the mirror is gone");
 //! - origin writes are JSON merge patches carrying `metadata.resourceVersion` (a stale cache gets
 //!   409, never a blind overwrite), status only through `/status`; decide plans at most one per
-//!   decision, and each successful write re-queues the key and is written through to the cache;
+//!   decision, and each successful write is written through to the cache and re-queues the key
+//!   when the decision asks (`Decision::after_write`: something follows the write);
 //! - mirror creates are idempotent: AlreadyExists is classified (`Current` = adopt, `Stale` = wait
 //!   for its deletion, someone else's = a `Foreign` hint for the cluster and re-decide); refusals
 //!   and unanswered creates become hints too, so the next decision moves the Job on;

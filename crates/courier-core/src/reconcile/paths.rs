@@ -167,29 +167,44 @@ impl<'a, W: Workload> Plan<'a, W> {
     }
 
     pub(super) fn keep_terminal(&mut self) {
-        if let Some((cluster, m)) = self.current_mirror()
-            && !m.deleting
-        {
+        if let Some((cluster, m, at)) = self.cleanup(&self.origin().status) {
             let now = self.now();
-            let cleanup_at = if W::finished(&m.status).is_none() || self.draining(cluster) {
-                Some(now)
+            if now >= at {
+                self.side(vec![Self::delete_action(cluster, m)]);
             } else {
-                self.config()
-                    .finished_mirror_ttl
-                    .map(|ttl| add(self.terminal_since(), ttl))
-            };
-            match cleanup_at {
-                Some(at) if now >= at => self.side(vec![Self::delete_action(cluster, m)]),
-                Some(at) => self.requeue_after(until_duration(now, at)),
-                None => {}
+                self.requeue_after(until_duration(now, at));
             }
         }
         self.repair_intent();
     }
 
-    /// When the origin finished (its terminal state), on the management cluster's clock.
-    fn terminal_since(&self) -> jiff::Timestamp {
-        W::finished_at(&self.origin().status).map_or(self.now(), |t| t.min(self.now()))
+    /// The origin is written `status`, which finishes it: the decision after the write would keep
+    /// it terminal ([`Self::keep_terminal`]). Its finished mirror's TTL is scheduled here; a delete
+    /// must follow the write, so that decision is asked for.
+    pub(super) fn after_finishing(&mut self, status: &W::Status) {
+        if let Some((_, _, at)) = self.cleanup(status) {
+            let now = self.now();
+            if now >= at {
+                self.after_write = true;
+            } else {
+                self.requeue_after(until_duration(now, at));
+            }
+        }
+    }
+
+    /// When the current mirror goes once the origin's status is the terminal `status`: at once if it
+    /// still runs or its cluster is being removed, else `finished_mirror_ttl` after the origin
+    /// finished; `None` if it stays (or is going already).
+    fn cleanup(&self, status: &W::Status) -> Option<(&'a str, &'a MirrorOf<W>, jiff::Timestamp)> {
+        let (cluster, m) = self.current_mirror().filter(|(_, m)| !m.deleting)?;
+        let now = self.now();
+        if W::finished(&m.status).is_none() || self.draining(cluster) {
+            return Some((cluster, m, now));
+        }
+        let ttl = self.config().finished_mirror_ttl?;
+        // When the origin finished (its terminal state), on the management cluster's clock.
+        let since = W::finished_at(status).map_or(now, |t| t.min(now));
+        Some((cluster, m, add(since, ttl)))
     }
 
     fn repair_intent(&mut self) -> bool {

@@ -39,6 +39,8 @@ pub(super) struct Plan<'a, W: Workload> {
     main: Option<usize>,
     wait: Option<Wait>,
     origin_written: bool,
+    /// Decide again after the origin write ([`DecisionOf::after_write`]).
+    pub(super) after_write: bool,
     requeue: Option<Duration>,
     pub(super) needs_fresh: bool,
 }
@@ -99,6 +101,7 @@ impl<'a, W: Workload> Plan<'a, W> {
             main: None,
             wait: None,
             origin_written: false,
+            after_write: false,
             requeue: None,
             needs_fresh: false,
         }
@@ -117,6 +120,7 @@ impl<'a, W: Workload> Plan<'a, W> {
             requeue: self.requeue,
             wait: self.wait,
             needs_fresh_origin: false,
+            after_write: self.after_write,
         }
     }
 
@@ -241,6 +245,7 @@ impl<'a, W: Workload> Plan<'a, W> {
 
     fn claim_origin_write(&mut self) -> bool {
         if self.origin_written {
+            self.after_write = true;
             self.wait(Wait::OriginWriteDeferred);
             self.requeue_after(Duration::from_secs(1));
             return false;
@@ -300,6 +305,9 @@ impl<'a, W: Workload> Plan<'a, W> {
         if !self.claim_origin_write() {
             return false;
         }
+        if W::finished(&status).is_some() {
+            self.after_finishing(&status);
+        }
         let patch = json!({ "metadata": self.precondition(), "status": status_patch });
         self.push(ActionOf::WriteOriginStatus { status, patch });
         true
@@ -330,6 +338,7 @@ impl<'a, W: Workload> Plan<'a, W> {
     /// and no pods anybody could see.
     pub(super) fn status_without_mirror(&mut self) {
         if self.origin_written {
+            self.after_write = true; // the next decision writes it
             return;
         }
         if let Some(status) = self.status_without() {
@@ -341,6 +350,7 @@ impl<'a, W: Workload> Plan<'a, W> {
     /// Returns whether the Placed condition changed (then the caller announces it).
     pub(super) fn not_placed(&mut self, reason: &str, message: &str) -> bool {
         if self.origin_written {
+            self.after_write = true; // the next decision writes it
             return false;
         }
         let mut status = self
@@ -385,6 +395,9 @@ impl<'a, W: Workload> Plan<'a, W> {
     }
 
     pub(super) fn create_mirror(&mut self, intent: &Intent) {
+        // After the origin write (the intent, or a status) the next decision records the created
+        // mirror on the origin (the Dispatched marker), or fences the stale ones in its way.
+        self.after_write |= self.origin_written;
         let blockers = self.blockers(intent);
         if !blockers.is_empty() {
             self.wait(Wait::StaleMirrorsFirst {

@@ -720,4 +720,5 @@ mod redispatch;
 mod tenancy;
 mod views;
 
+mod after_write;
 mod intent;
