@@ -132,6 +132,24 @@ fn getnum(s: &[u8], fixed: bool) -> Option<(i64, &[u8])> {
     ))
 }
 
+/// Go's range check of a parsed element: stores it in `slot` when it lies in `bounds`, `Err(name)` when
+/// not; no number (`None`) is left to the layout mismatch that follows.
+fn within<'a>(
+    parsed: Option<(i64, &'a [u8])>,
+    bounds: std::ops::RangeInclusive<i64>,
+    name: &'static str,
+    slot: &mut i64,
+) -> Result<Option<&'a [u8]>, &'static str> {
+    match parsed {
+        Some((v, rest)) if bounds.contains(&v) => {
+            *slot = v;
+            Ok(Some(rest))
+        }
+        Some(_) => Err(name),
+        None => Ok(None),
+    }
+}
+
 /// Go's `atoi` for the digit runs of a layout element (optional sign, then digits only).
 fn go_atoi(s: &[u8]) -> Option<i64> {
     let (neg, digits) = match s.first() {
@@ -247,69 +265,43 @@ pub fn go_parse_time(value: &str, layout: TimeLayout) -> Result<GoTime, String> 
                     })
                 }
             }
-            Elem::Month => match getnum(rest, true) {
-                Some((m, r)) => {
-                    if !(1..=12).contains(&m) {
-                        return Err(range("month"));
-                    }
-                    month = m;
-                    Some(r)
-                }
-                None => None,
-            },
+            Elem::Month => {
+                within(getnum(rest, true), 1..=12, "month", &mut month).map_err(range)?
+            }
             Elem::Day => getnum(rest, true).map(|(d, r)| {
                 day = d;
                 r
             }),
-            Elem::Hour => match getnum(rest, false) {
-                Some((h, r)) => {
-                    if h >= 24 {
-                        return Err(range("hour"));
-                    }
-                    hour = h;
-                    Some(r)
-                }
-                None => None,
-            },
-            Elem::Minute => match getnum(rest, true) {
-                Some((m, r)) => {
-                    if m >= 60 {
-                        return Err(range("minute"));
-                    }
-                    min = m;
-                    Some(r)
-                }
-                None => None,
-            },
-            Elem::Second => match getnum(rest, true) {
-                Some((s, r)) => {
-                    if s >= 60 {
-                        return Err(range("second"));
-                    }
-                    sec = s;
-                    let mut r = r;
-                    // A fractional second the layout does not mention is still accepted.
-                    let next_is_frac = matches!(elems.get(i + 1), Some(Elem::Frac6));
-                    if !next_is_frac
-                        && r.len() >= 2
-                        && matches!(r[0], b'.' | b',')
-                        && is_digit(r, 1)
-                    {
-                        let mut n = 2;
-                        while is_digit(r, n) {
-                            n += 1;
+            Elem::Hour => within(getnum(rest, false), 0..=23, "hour", &mut hour).map_err(range)?,
+            Elem::Minute => {
+                within(getnum(rest, true), 0..=59, "minute", &mut min).map_err(range)?
+            }
+            Elem::Second => {
+                match within(getnum(rest, true), 0..=59, "second", &mut sec).map_err(range)? {
+                    Some(mut r) => {
+                        // A fractional second the layout does not mention is still accepted.
+                        let next_is_frac = matches!(elems.get(i + 1), Some(Elem::Frac6));
+                        if !next_is_frac
+                            && r.len() >= 2
+                            && matches!(r[0], b'.' | b',')
+                            && is_digit(r, 1)
+                        {
+                            let mut n = 2;
+                            while is_digit(r, n) {
+                                n += 1;
+                            }
+                            match parse_nanos(r, n) {
+                                Ok(ns) => nanos = ns,
+                                Err(Some(what)) => return Err(range(what)),
+                                Err(None) => return Err(cannot(hold, elem_text(e))),
+                            }
+                            r = &r[n..];
                         }
-                        match parse_nanos(r, n) {
-                            Ok(ns) => nanos = ns,
-                            Err(Some(what)) => return Err(range(what)),
-                            Err(None) => return Err(cannot(hold, elem_text(e))),
-                        }
-                        r = &r[n..];
+                        Some(r)
                     }
-                    Some(r)
+                    None => None,
                 }
-                None => None,
-            },
+            }
             Elem::Frac6 => {
                 if rest.len() < 7 {
                     None
@@ -472,6 +464,20 @@ mod tests {
             go_parse_time("2025-02-30T10:00:00Z", TimeLayout::Rfc3339).unwrap_err(),
             "parsing time \"2025-02-30T10:00:00Z\": day out of range"
         );
+        // Go's range checks of time.Parse (hour < 24, minute and second < 60, month 1-12).
+        for (value, what) in [
+            ("2025-00-01T10:00:00Z", "month"),
+            ("2025-06-01T24:00:00Z", "hour"),
+            ("2025-06-01T23:60:00Z", "minute"),
+            ("2025-06-01T23:59:60Z", "second"),
+        ] {
+            assert_eq!(
+                go_parse_time(value, TimeLayout::Rfc3339).unwrap_err(),
+                format!("parsing time \"{value}\": {what} out of range")
+            );
+        }
+        let last = go_parse_time("2025-12-31T23:59:59Z", TimeLayout::Rfc3339).unwrap();
+        assert_eq!(last.rfc3339(), "2025-12-31T23:59:59Z");
         assert_eq!(
             go_parse_time("yesterday", TimeLayout::Rfc3339).unwrap_err(),
             "parsing time \"yesterday\" as \"2006-01-02T15:04:05Z07:00\": cannot parse \"yesterday\" as \"2006\""
