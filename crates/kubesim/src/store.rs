@@ -28,6 +28,38 @@ impl TableKey {
     }
 }
 
+/// A scratch buffer stays at most this large between writes (a stored object is a few KB).
+const SCRATCH_KEPT: usize = 1 << 20;
+
+thread_local! {
+    /// Where this thread serialises stored objects before copying them out at their exact size.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `value`'s stored bytes, unchanged members copied from `basis` (empty if it cannot be serialised).
+/// Serialised into this thread's scratch buffer, then copied into an allocation of exactly their
+/// size: growing a fresh buffer reallocated and copied it several times per write (new objects and
+/// growing statuses outgrow any guess), each time on pages the kernel had to zero, and left up to
+/// half of it unused for the object's life.
+fn serialised(value: &Value, basis: Option<Basis<'_>>) -> (Bytes, members::Members) {
+    let write = |buf: &mut Vec<u8>| match members::serialise(buf, value, basis) {
+        Ok(members) => (Bytes::copy_from_slice(buf), members),
+        Err(_) => (Bytes::new(), Default::default()),
+    };
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            let out = write(&mut buf);
+            if buf.capacity() > SCRATCH_KEPT {
+                *buf = Vec::new();
+            }
+            out
+        }
+        // Not reentrant in practice; a fresh buffer keeps it correct if it ever is.
+        Err(_) => write(&mut Vec::new()),
+    })
+}
+
 /// One stored object, kept only as its serialised storage form (without `kind`/`apiVersion`: lists omit
 /// them and single reads splice them in) plus what lists and watches filter on. Writers parse it back
 /// with `value()`; reads serve the bytes as they are. This keeps a stored Job at a few KB.
@@ -50,23 +82,15 @@ pub struct Stored {
 impl Stored {
     /// Builds the stored form of `value` at `rv` (the resourceVersion is written into it).
     pub fn new(rv: u64, value: Value) -> Arc<Self> {
-        Self::sized(rv, value, 0, None)
+        Self::over(rv, value, None)
     }
 
-    /// [`Stored::new`] for an object whose serialised form is expected to take about `size` bytes
-    /// (its previous version's): the buffer is allocated once at that size instead of grown by
-    /// doubling from a small one, copying it each time. The members `basis` has unchanged are copied
-    /// from its bytes.
-    fn sized(rv: u64, mut value: Value, size: usize, basis: Option<Basis<'_>>) -> Arc<Self> {
+    /// [`Stored::new`] with the members `basis` has unchanged copied from its bytes.
+    fn over(rv: u64, mut value: Value, basis: Option<Basis<'_>>) -> Arc<Self> {
         if let Some(m) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             m.insert("resourceVersion".into(), Value::String(rv.to_string()));
         }
-        // Room for a few more digits of resourceVersion and a small change.
-        let capacity = if size == 0 { 128 } else { size + 64 };
-        let (json, members) = match members::serialise(&value, capacity, basis) {
-            Ok((buf, members)) => (Bytes::from(buf), members),
-            Err(_) => (Bytes::new(), Default::default()),
-        };
+        let (json, members) = serialised(&value, basis);
         let meta = value.get("metadata");
         let text = |k: &str| {
             meta.and_then(|m| m.get(k))
@@ -369,7 +393,7 @@ impl Store {
         g.rv += 1;
         let rv = g.rv;
         let basis = basis.filter(|b| prev.as_ref().is_some_and(|p| std::ptr::eq(&**p, b.stored)));
-        let stored = Stored::sized(rv, value, prev.as_ref().map_or(0, |p| p.json.len()), basis);
+        let stored = Stored::over(rv, value, basis);
         let retention = self.retention;
         let table = g
             .tables
@@ -414,7 +438,7 @@ impl Store {
         }
         g.rv += 1;
         let rv = g.rv;
-        let gone = Stored::sized(rv, prev.value(), prev.json.len(), None);
+        let gone = Stored::new(rv, prev.value());
         let retention = self.retention;
         if let Some(table) = g.tables.get_mut(t) {
             table.objects.remove(&key);

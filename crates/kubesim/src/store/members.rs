@@ -57,18 +57,19 @@ impl<'a> Basis<'a> {
     }
 }
 
-/// `value` serialised as `serde_json::to_writer` does (into a buffer of `capacity`), with the places
-/// of its first members; unchanged members copied from `basis`.
+/// `value` serialised as `serde_json::to_writer` does, appended to `buf`, which must be empty (the
+/// places recorded are offsets in it); returns the places of its first members. Unchanged members are
+/// copied from `basis`.
 pub(super) fn serialise(
+    buf: &mut Vec<u8>,
     value: &Value,
-    capacity: usize,
     basis: Option<Basis<'_>>,
-) -> serde_json::Result<(Vec<u8>, Members)> {
-    let mut buf = Vec::with_capacity(capacity);
+) -> serde_json::Result<Members> {
+    debug_assert!(buf.is_empty(), "member places are offsets from the start");
     let mut members = Members::default();
     let Value::Object(map) = value else {
-        serde_json::to_writer(&mut buf, value)?;
-        return Ok((buf, members));
+        serde_json::to_writer(&mut *buf, value)?;
+        return Ok(members);
     };
     // serde_json's compact form of a map: `{`, then `"key":value` joined by `,`, then `}`.
     buf.push(b'{');
@@ -77,14 +78,14 @@ pub(super) fn serialise(
             buf.push(b',');
         }
         let start = buf.len();
-        serde_json::to_writer(&mut buf, key)?;
+        serde_json::to_writer(&mut *buf, key)?;
         buf.push(b':');
         match basis.and_then(|b| b.unchanged(&buf[start..], key, v)) {
             Some(member) => {
                 let value_bytes = &member[buf.len() - start..];
                 buf.extend_from_slice(value_bytes);
             }
-            None => serde_json::to_writer(&mut buf, v)?,
+            None => serde_json::to_writer(&mut *buf, v)?,
         }
         if i < MEMBERS
             && let Ok(end) = u32::try_from(buf.len())
@@ -94,7 +95,7 @@ pub(super) fn serialise(
         }
     }
     buf.push(b'}');
-    Ok((buf, members))
+    Ok(members)
 }
 
 #[cfg(test)]
@@ -164,10 +165,26 @@ mod tests {
             let prev = Stored::new(1, old);
             let parsed = prev.value();
             let basis = Basis { stored: &prev, value: &parsed };
-            let (copied, _) = serialise(&new, 16, Some(basis)).unwrap();
-            let (full, _) = serialise(&new, 16, None).unwrap();
+            let (mut copied, mut full) = (Vec::new(), Vec::new());
+            serialise(&mut copied, &new, Some(basis)).unwrap();
+            serialise(&mut full, &new, None).unwrap();
             prop_assert_eq!(&copied, &serde_json::to_vec(&new).unwrap());
             prop_assert_eq!(&full, &serde_json::to_vec(&new).unwrap());
+        }
+
+        /// Writes one after another through this thread's reused scratch buffer (larger and smaller
+        /// ones, copying members or not) each get exactly their own serialisation.
+        #[test]
+        fn the_scratch_buffer_gives_each_write_its_own_bytes(
+            writes in prop::collection::vec((object(), object(), any::<bool>()), 1..6),
+        ) {
+            for (old, new, copy) in &writes {
+                let prev = Stored::new(1, old.clone());
+                let parsed = prev.value();
+                let basis = copy.then_some(Basis { stored: &prev, value: &parsed });
+                let (json, _) = crate::store::serialised(new, basis);
+                prop_assert_eq!(&json[..], &serde_json::to_vec(new).unwrap()[..]);
+            }
         }
     }
 
@@ -187,7 +204,8 @@ mod tests {
         let status = br#""status":"#;
         assert!(basis.unchanged(spec, "spec", &new["spec"]).is_some());
         assert!(basis.unchanged(status, "status", &new["status"]).is_none());
-        let (bytes, members) = serialise(&new, 0, Some(basis)).unwrap();
+        let mut bytes = Vec::new();
+        let members = serialise(&mut bytes, &new, Some(basis)).unwrap();
         assert_eq!(bytes, serde_json::to_vec(&new).unwrap());
         assert_eq!(
             members.find(&bytes, status),
