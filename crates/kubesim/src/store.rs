@@ -555,6 +555,24 @@ mod tests {
         json!({"metadata": {"name": name, "namespace": "ns"}})
     }
 
+    /// The scratch buffer is kept between writes (its capacity reused) unless a write grew it past
+    /// `SCRATCH_KEPT`, which is then given back; the bytes are the serialisation either way.
+    #[test]
+    fn the_scratch_buffer_is_kept_unless_a_write_outgrew_the_bound() {
+        let capacity = || SCRATCH.with(|c| c.borrow().capacity());
+        let small = obj("small");
+        let (bytes, _) = serialised(&small, None);
+        assert_eq!(&bytes[..], &serde_json::to_vec(&small).unwrap()[..]);
+        assert!(
+            capacity() > 0,
+            "a small write leaves the buffer for the next"
+        );
+        let big = json!({"metadata": {"name": "big"}, "data": {"x": "y".repeat(SCRATCH_KEPT)}});
+        let (bytes, _) = serialised(&big, None);
+        assert_eq!(bytes.len(), serde_json::to_vec(&big).unwrap().len());
+        assert_eq!(capacity(), 0, "a buffer grown past the bound is given back");
+    }
+
     #[test]
     fn versions_are_global_and_cas_is_enforced() {
         let s = Store::new(Retention::default());
