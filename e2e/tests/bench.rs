@@ -109,6 +109,32 @@ async fn bench_reports_every_figure() -> anyhow::Result<()> {
     );
     // A percentage of one core, measured on this machine: at most all of its cores.
     let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+    // The machine's CPU during each phase's dispatch: the controller's counts in Courier's phase
+    // only, and the figures agree with each other.
+    for (phase, controller_runs) in [("courier", true), ("floor", false)] {
+        let at = |field: &str| number(&r, &format!("/{phase}/dispatch_cpu/{field}"));
+        let (wall, bench, controller) = (
+            at("wall_seconds")?,
+            at("bench_process_seconds")?,
+            at("controller_seconds")?,
+        );
+        ensure!(wall > 0.0 && bench > 0.0, "{phase} dispatch_cpu in {r:#}");
+        ensure!(
+            (controller > 0.0) == controller_runs,
+            "{phase}: controller_seconds {controller} in {r:#}"
+        );
+        let ms = at("ms_per_job")?;
+        ensure!(
+            (ms - (bench + controller) * 1000.0 / 20.0).abs() < 1e-6,
+            "{phase}: ms_per_job {ms} is not the CPU per Job of 20 in {r:#}"
+        );
+        // At most what the cores can give, give or take the kernel's 10 ms accounting ticks per thread.
+        let busy = at("cores_busy")?;
+        ensure!(
+            (busy - (bench + controller) / wall).abs() < 1e-6 && busy <= cores + 0.1 / wall,
+            "{phase}: cores_busy {busy} on {cores} cores in {r:#}"
+        );
+    }
     let idle = number(&r, "/clusters/idle_cpu_percent")?;
     ensure!(
         idle.is_finite() && idle <= 100.0 * cores,

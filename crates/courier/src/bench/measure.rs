@@ -35,6 +35,88 @@ pub fn sample(pid: Option<u32>) -> anyhow::Result<ProcSample> {
     })
 }
 
+/// The machine's CPU over one phase's dispatch: the bench process (the kubesim servers, their
+/// simulated Job and Pod controllers, the bench's followers and, in the floor's phase, the raw
+/// client) and the controller process, from just before the first origin create until the bench
+/// saw the last mirror (it looks every 50 ms). Both phases are CPU-bound, so this is what the
+/// throughput of each is divided from, and Courier's phase less the floor's is what Courier costs.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct DispatchCpu {
+    pub wall_seconds: f64,
+    pub bench_process_seconds: f64,
+    /// 0 in the floor's phase (its raw client runs in the bench process).
+    pub controller_seconds: f64,
+    /// Both processes' CPU per Job, in milliseconds.
+    pub ms_per_job: f64,
+    /// Both processes' CPU over the wall time: the cores kept busy (at most `config.cpus`, give or
+    /// take the kernel's 10 ms accounting ticks).
+    pub cores_busy: f64,
+}
+
+/// Where a [`DispatchCpu`] window started: the bench process's CPU and the controller's.
+pub struct CpuWindow {
+    started: Instant,
+    bench: Duration,
+    controller: Option<(u32, Duration)>,
+}
+
+impl CpuWindow {
+    /// Opens the window now; `controller` is the controller's pid (none in the floor's phase).
+    pub fn start(controller: Option<u32>) -> anyhow::Result<Self> {
+        let controller = match controller {
+            Some(pid) => Some((pid, sample(Some(pid))?.cpu)),
+            None => None,
+        };
+        Ok(Self {
+            started: Instant::now(),
+            bench: sample(None)?.cpu,
+            controller,
+        })
+    }
+
+    /// Closes the window now, for `jobs` Jobs.
+    pub fn finish(&self, jobs: usize) -> anyhow::Result<DispatchCpu> {
+        let wall_seconds = self.started.elapsed().as_secs_f64();
+        let bench_process_seconds = sample(None)?.cpu.saturating_sub(self.bench).as_secs_f64();
+        let controller_seconds = match self.controller {
+            Some((pid, before)) => sample(Some(pid))?.cpu.saturating_sub(before).as_secs_f64(),
+            None => 0.0,
+        };
+        Ok(DispatchCpu::of(
+            wall_seconds,
+            bench_process_seconds,
+            controller_seconds,
+            jobs,
+        ))
+    }
+}
+
+impl DispatchCpu {
+    fn of(
+        wall_seconds: f64,
+        bench_process_seconds: f64,
+        controller_seconds: f64,
+        jobs: usize,
+    ) -> Self {
+        let total = bench_process_seconds + controller_seconds;
+        Self {
+            wall_seconds,
+            bench_process_seconds,
+            controller_seconds,
+            ms_per_job: if jobs == 0 {
+                0.0
+            } else {
+                total * 1000.0 / jobs as f64
+            },
+            cores_busy: if wall_seconds > 0.0 {
+                total / wall_seconds
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
 /// Logical CPUs this process may run on.
 pub fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -402,6 +484,30 @@ mod tests {
             conditions: conds.iter().map(|s| s.to_string()).collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn dispatch_cpu_adds_both_processes() {
+        let d = DispatchCpu::of(2.0, 3.0, 1.0, 1000);
+        assert_eq!(d.ms_per_job, 4.0);
+        assert_eq!(d.cores_busy, 2.0);
+        let none = DispatchCpu::of(0.0, 0.0, 0.0, 0);
+        assert_eq!((none.ms_per_job, none.cores_busy), (0.0, 0.0));
+    }
+
+    #[test]
+    fn a_cpu_window_counts_this_process() -> anyhow::Result<()> {
+        let window = CpuWindow::start(None)?;
+        let spin = Instant::now();
+        let mut x = 0u64;
+        while spin.elapsed() < Duration::from_millis(60) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let d = window.finish(1)?;
+        assert!(d.bench_process_seconds > 0.0, "{d:?}");
+        assert_eq!(d.controller_seconds, 0.0);
+        assert!(d.wall_seconds >= 0.06, "{d:?}");
+        Ok(())
     }
 
     #[test]

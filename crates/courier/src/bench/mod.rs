@@ -201,6 +201,7 @@ async fn floor_phase(a: &BenchArgs, config: &Config, bars: &Bars) -> anyhow::Res
         let bar = bars.bar("floor: mirrors", config.jobs);
         let ticker = bars.follow(&bar, &recorder, Recorder::mirror_count);
         let deadline = Instant::now() + a.timeout;
+        let window = measure::CpuWindow::start(None)?;
         let submitted = submit(&local.client, config, a.run_seconds, &recorder);
         let waited = measure::wait_until(
             "the floor's mirrors",
@@ -209,6 +210,7 @@ async fn floor_phase(a: &BenchArgs, config: &Config, bars: &Bars) -> anyhow::Res
             || format!("{} of {} mirrors", recorder.mirror_count(), config.jobs),
         );
         let (submit_seconds, waited) = tokio::join!(submitted, waited);
+        let dispatch_cpu = window.finish(config.jobs)?;
         let submit_seconds = submit_seconds?;
         waited?;
         ticker.abort();
@@ -236,6 +238,7 @@ async fn floor_phase(a: &BenchArgs, config: &Config, bars: &Bars) -> anyhow::Res
             dispatch_seconds: t.dispatch_seconds,
             jobs_per_second: per_second(t.dispatched, t.dispatch_seconds),
             dispatch_latency: t.dispatch_latency,
+            dispatch_cpu,
         })
     }
     .await;
@@ -280,6 +283,7 @@ async fn courier_phase(
                 config.jobs
             )
         };
+        let window = measure::CpuWindow::start(Some(controller.pid))?;
         let submitted = submit(&local.client, config, a.run_seconds, &recorder);
         let dispatched = controller.guard(measure::wait_until(
             "the mirrors",
@@ -288,6 +292,7 @@ async fn courier_phase(
             progress,
         ));
         let (submit_seconds, dispatched) = tokio::join!(submitted, dispatched);
+        let dispatch_cpu = window.finish(config.jobs)?;
         let submit_seconds = submit_seconds?;
         dispatched??;
         controller
@@ -329,6 +334,7 @@ async fn courier_phase(
             jobs_per_second: per_second(timelines.dispatched, timelines.dispatch_seconds),
             timelines,
             cost,
+            dispatch_cpu,
         })
     }
     .await;

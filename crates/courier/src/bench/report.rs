@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::measure::{Percentiles, Timelines};
+use super::measure::{DispatchCpu, Percentiles, Timelines};
 use crate::util::render_table;
 
 #[derive(Debug, Clone, Serialize)]
@@ -39,6 +39,8 @@ pub struct CourierFigures {
     #[serde(flatten)]
     pub timelines: Timelines,
     pub cost: Cost,
+    /// The machine's CPU while Courier dispatched (the controller and the bench process).
+    pub dispatch_cpu: DispatchCpu,
 }
 
 /// The controller process's CPU and memory.
@@ -62,6 +64,8 @@ pub struct FloorFigures {
     pub dispatch_seconds: f64,
     pub jobs_per_second: f64,
     pub dispatch_latency: Percentiles,
+    /// The machine's CPU while the raw client dispatched (the bench process).
+    pub dispatch_cpu: DispatchCpu,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -85,6 +89,18 @@ fn lat(p: &Percentiles) -> String {
     format!(
         "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (n={})",
         p.p50_ms, p.p99_ms, p.max_ms, p.count
+    )
+}
+
+fn cpu_split(d: &DispatchCpu) -> String {
+    let controller = if d.controller_seconds > 0.0 {
+        format!("controller {:.1} s, ", d.controller_seconds)
+    } else {
+        String::new()
+    };
+    format!(
+        "{:.2} ms per Job: {controller}bench process {:.1} s; {:.2} cores busy",
+        d.ms_per_job, d.bench_process_seconds, d.cores_busy
     )
 }
 
@@ -143,6 +159,19 @@ pub fn render(r: &Report) -> String {
             Some(ratio <= 1.25),
         );
     }
+    row(
+        "machine CPU during dispatch",
+        match &r.floor {
+            Some(f) => format!(
+                "{} (floor {})",
+                cpu_split(&c.dispatch_cpu),
+                cpu_split(&f.dispatch_cpu)
+            ),
+            None => cpu_split(&c.dispatch_cpu),
+        },
+        "",
+        None,
+    );
     row(
         "status propagation",
         format!(
