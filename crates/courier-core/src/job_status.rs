@@ -16,7 +16,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{JobCondition, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use courier_api::reasons::{
     JOB_REASON_DISPATCH_FAILED, REASON_CLUSTER_REMOVED, REASON_MIRROR_REJECTED,
@@ -25,7 +25,7 @@ use courier_api::reasons::{
 use courier_api::{CONDITION_DISPATCHED, CONDITION_PLACED, REASON_MIRROR_CREATED};
 
 use crate::job::condition;
-use crate::merge_patch::status_patch;
+use crate::merge_patch::{merge_patch, status_patch};
 use crate::status::{COMPLETIONS_REACHED, COMPLETIONS_REACHED_MESSAGE};
 
 /// Values kept without allocating: condition types and statuses, the Job controller's reasons and
@@ -248,8 +248,10 @@ impl CachedStatus {
     }
 
     /// The JSON merge patch of `/status` from `old` to `self`: the same as
-    /// [`crate::merge_patch::status_patch`] of the two, without encoding the old conditions (the
-    /// costly part: every time is formatted). A merge patch carries a list whole or not at all:
+    /// [`crate::merge_patch::status_patch`] of the two, built member by member: a member equal on
+    /// both sides encodes alike and is not encoded at all (the times above all: formatting them was
+    /// most of a status write's patch), an absent one is `null`, the others are encoded and diffed
+    /// alone. The old conditions are never encoded. A merge patch carries a list whole or not at all:
     /// - equal conditions here are equal encoded: not in the patch;
     /// - compact conditions (times in whole seconds, as `Time` encodes them) that differ here differ
     ///   encoded: the new list (or `null`) is the patch's;
@@ -260,17 +262,68 @@ impl CachedStatus {
         if !same && (self.has_fine_times() || old.has_fine_times()) {
             return status_patch(old, self);
         }
-        let mut patch = status_patch(&old.expand_but_conditions(), &self.expand_but_conditions())?;
-        if !same && let Value::Object(map) = &mut patch {
+        let mut patch = Map::new();
+        let p = &mut patch;
+        member(p, "active", old.active.as_ref(), self.active.as_ref())?;
+        member(p, "ready", old.ready.as_ref(), self.ready.as_ref())?;
+        member(
+            p,
+            "succeeded",
+            old.succeeded.as_ref(),
+            self.succeeded.as_ref(),
+        )?;
+        member(p, "failed", old.failed.as_ref(), self.failed.as_ref())?;
+        member(
+            p,
+            "terminating",
+            old.terminating.as_ref(),
+            self.terminating.as_ref(),
+        )?;
+        member(
+            p,
+            "startTime",
+            old.start_time.as_ref(),
+            self.start_time.as_ref(),
+        )?;
+        let (o, n) = (old.completion_time.as_ref(), self.completion_time.as_ref());
+        member(p, "completionTime", o, n)?;
+        let (o, n) = (old.rare.as_deref(), self.rare.as_deref());
+        let (oc, nc) = (
+            o.and_then(|r| r.completed_indexes.as_ref()),
+            n.and_then(|r| r.completed_indexes.as_ref()),
+        );
+        member(p, "completedIndexes", oc, nc)?;
+        let (of, nf) = (
+            o.and_then(|r| r.failed_indexes.as_ref()),
+            n.and_then(|r| r.failed_indexes.as_ref()),
+        );
+        member(p, "failedIndexes", of, nf)?;
+        member(
+            p,
+            "uncountedTerminatedPods",
+            old.uncounted(),
+            self.uncounted(),
+        )?;
+        if !same {
             let conditions = match self.conditions.as_deref() {
                 Some(c) => {
                     serde_json::to_value(c.iter().map(Condition::expand).collect::<Vec<_>>())?
                 }
                 None => Value::Null,
             };
-            map.insert("conditions".into(), conditions);
+            patch.insert("conditions".into(), conditions);
         }
-        Ok(patch)
+        Ok(Value::Object(patch))
+    }
+
+    /// `uncountedTerminatedPods` as [`Self::expand`] gives it, without a copy.
+    fn uncounted(&self) -> Option<&UncountedTerminatedPods> {
+        if self.uncounted_empty {
+            return Some(&NO_UNCOUNTED_PODS);
+        }
+        self.rare
+            .as_deref()
+            .and_then(|r| r.uncounted_terminated_pods.as_ref())
     }
 
     /// A condition keeps a time finer than a second (kept whole).
@@ -311,6 +364,35 @@ impl CachedStatus {
 pub fn uncounted_pods(u: &UncountedTerminatedPods) -> bool {
     u.succeeded.as_ref().is_some_and(|s| !s.is_empty())
         || u.failed.as_ref().is_some_and(|f| !f.is_empty())
+}
+
+/// `uncountedTerminatedPods: {}`.
+static NO_UNCOUNTED_PODS: UncountedTerminatedPods = UncountedTerminatedPods {
+    failed: None,
+    succeeded: None,
+};
+
+/// Adds to `patch` the member `key` of the merge patch from `old` to `new` (one member of a status,
+/// absent when `None`), as [`merge_patch`] of the two statuses encoded whole would have it. Equal
+/// values encode alike (encoding is deterministic), so they are not encoded.
+fn member<T: Serialize + PartialEq>(
+    patch: &mut Map<String, Value>,
+    key: &str,
+    old: Option<&T>,
+    new: Option<&T>,
+) -> Result<(), serde_json::Error> {
+    if old == new {
+        return Ok(());
+    }
+    let diff = match (old, new) {
+        (_, None) => Some(Value::Null),
+        (None, Some(n)) => Some(serde_json::to_value(n)?),
+        (Some(o), Some(n)) => merge_patch(&serde_json::to_value(o)?, &serde_json::to_value(n)?),
+    };
+    if let Some(diff) = diff {
+        patch.insert(key.into(), diff);
+    }
+    Ok(())
 }
 
 impl From<JobStatus> for CachedStatus {
