@@ -123,6 +123,37 @@ fn time(seconds: i64) -> Option<Time> {
     ))
 }
 
+/// A compact time (whole seconds) as `Time` encodes it (`None` for no time): RFC 3339 to the
+/// second in UTC, written straight from the civil time for years 1000-9999 (jiff's `strtime`
+/// parses its format string and goes through its general printer on every call), through `Time`
+/// for any other year.
+fn time_json(seconds: i64) -> Result<Option<Value>, serde_json::Error> {
+    let Some(t) = time(seconds) else {
+        return Ok(None);
+    };
+    let dt = jiff::tz::Offset::UTC.to_datetime(t.0);
+    let year = dt.year();
+    if !(1000..=9999).contains(&year) {
+        return serde_json::to_value(&t).map(Some);
+    }
+    let mut out = String::with_capacity(20);
+    let two = |out: &mut String, n: i8, sep: char| {
+        out.push(char::from(b'0' + (n / 10) as u8));
+        out.push(char::from(b'0' + (n % 10) as u8));
+        out.push(sep);
+    };
+    for d in [1000, 100, 10, 1] {
+        out.push(char::from(b'0' + ((year / d) % 10) as u8));
+    }
+    out.push('-');
+    two(&mut out, dt.month(), '-');
+    two(&mut out, dt.day(), 'T');
+    two(&mut out, dt.hour(), ':');
+    two(&mut out, dt.minute(), ':');
+    two(&mut out, dt.second(), 'Z');
+    Ok(Some(Value::String(out)))
+}
+
 /// One condition, compact.
 #[derive(Clone, PartialEq, Eq)]
 struct Small {
@@ -171,6 +202,32 @@ impl Condition {
             },
             Condition::Whole(c) => (**c).clone(),
         }
+    }
+
+    /// `serde_json::to_value(self.expand())`, without the copy: a compact condition's text goes
+    /// into the value once and its times are formatted by [`time_json`].
+    fn to_json(&self) -> Result<Value, serde_json::Error> {
+        let s = match self {
+            Condition::Small(s) => s,
+            Condition::Whole(c) => return serde_json::to_value(c),
+        };
+        let text = |w: &Word| Value::String(w.as_str().to_string());
+        let mut m = Map::new();
+        if let Some(t) = time_json(s.probe)? {
+            m.insert("lastProbeTime".into(), t);
+        }
+        if let Some(t) = time_json(s.transition)? {
+            m.insert("lastTransitionTime".into(), t);
+        }
+        if let Some(w) = &s.message {
+            m.insert("message".into(), text(w));
+        }
+        if let Some(w) = &s.reason {
+            m.insert("reason".into(), text(w));
+        }
+        m.insert("status".into(), text(&s.status));
+        m.insert("type".into(), text(&s.type_));
+        Ok(Value::Object(m))
     }
 
     fn type_(&self) -> &str {
@@ -307,7 +364,7 @@ impl CachedStatus {
         if !same {
             let conditions = match self.conditions.as_deref() {
                 Some(c) => {
-                    serde_json::to_value(c.iter().map(Condition::expand).collect::<Vec<_>>())?
+                    Value::Array(c.iter().map(Condition::to_json).collect::<Result<_, _>>()?)
                 }
                 None => Value::Null,
             };
