@@ -8,7 +8,9 @@
 //! Nothing is lost: [`CachedStatus::expand`] gives back the very `JobStatus` it was made from (a
 //! condition whose time has a fraction of a second is kept whole), so status translation, which
 //! works on `JobStatus`, produces what it produced from the full form; encoding and decoding go
-//! through `JobStatus` too, so what is written is byte-equal.
+//! through `JobStatus` too, so what is written is byte-equal (a status write's patch encodes only
+//! the members that changed, and compact conditions itself: property tests hold both to the
+//! encoding of the whole `JobStatus`).
 
 use std::fmt;
 
