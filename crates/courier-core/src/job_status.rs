@@ -8,7 +8,9 @@
 //! Nothing is lost: [`CachedStatus::expand`] gives back the very `JobStatus` it was made from (a
 //! condition whose time has a fraction of a second is kept whole), so status translation, which
 //! works on `JobStatus`, produces what it produced from the full form; encoding and decoding go
-//! through `JobStatus` too, so what is written is byte-equal.
+//! through `JobStatus` too, so what is written is byte-equal (a status write's patch encodes only
+//! the members that changed, and compact conditions itself: property tests hold both to the
+//! encoding of the whole `JobStatus`).
 
 use std::fmt;
 
@@ -16,7 +18,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{JobCondition, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use courier_api::reasons::{
     JOB_REASON_DISPATCH_FAILED, REASON_CLUSTER_REMOVED, REASON_MIRROR_REJECTED,
@@ -25,7 +27,7 @@ use courier_api::reasons::{
 use courier_api::{CONDITION_DISPATCHED, CONDITION_PLACED, REASON_MIRROR_CREATED};
 
 use crate::job::condition;
-use crate::merge_patch::status_patch;
+use crate::merge_patch::{merge_patch, status_patch};
 use crate::status::{COMPLETIONS_REACHED, COMPLETIONS_REACHED_MESSAGE};
 
 /// Values kept without allocating: condition types and statuses, the Job controller's reasons and
@@ -123,6 +125,37 @@ fn time(seconds: i64) -> Option<Time> {
     ))
 }
 
+/// A compact time (whole seconds) as `Time` encodes it (`None` for no time): RFC 3339 to the
+/// second in UTC, written straight from the civil time for years 1000-9999 (jiff's `strtime`
+/// parses its format string and goes through its general printer on every call), through `Time`
+/// for any other year.
+fn time_json(seconds: i64) -> Result<Option<Value>, serde_json::Error> {
+    let Some(t) = time(seconds) else {
+        return Ok(None);
+    };
+    let dt = jiff::tz::Offset::UTC.to_datetime(t.0);
+    let year = dt.year();
+    if !(1000..=9999).contains(&year) {
+        return serde_json::to_value(&t).map(Some);
+    }
+    let mut out = String::with_capacity(20);
+    let two = |out: &mut String, n: i8, sep: char| {
+        out.push(char::from(b'0' + (n / 10) as u8));
+        out.push(char::from(b'0' + (n % 10) as u8));
+        out.push(sep);
+    };
+    for d in [1000, 100, 10, 1] {
+        out.push(char::from(b'0' + ((year / d) % 10) as u8));
+    }
+    out.push('-');
+    two(&mut out, dt.month(), '-');
+    two(&mut out, dt.day(), 'T');
+    two(&mut out, dt.hour(), ':');
+    two(&mut out, dt.minute(), ':');
+    two(&mut out, dt.second(), 'Z');
+    Ok(Some(Value::String(out)))
+}
+
 /// One condition, compact.
 #[derive(Clone, PartialEq, Eq)]
 struct Small {
@@ -171,6 +204,32 @@ impl Condition {
             },
             Condition::Whole(c) => (**c).clone(),
         }
+    }
+
+    /// `serde_json::to_value(self.expand())`, without the copy: a compact condition's text goes
+    /// into the value once and its times are formatted by [`time_json`].
+    fn to_json(&self) -> Result<Value, serde_json::Error> {
+        let s = match self {
+            Condition::Small(s) => s,
+            Condition::Whole(c) => return serde_json::to_value(c),
+        };
+        let text = |w: &Word| Value::String(w.as_str().to_string());
+        let mut m = Map::new();
+        if let Some(t) = time_json(s.probe)? {
+            m.insert("lastProbeTime".into(), t);
+        }
+        if let Some(t) = time_json(s.transition)? {
+            m.insert("lastTransitionTime".into(), t);
+        }
+        if let Some(w) = &s.message {
+            m.insert("message".into(), text(w));
+        }
+        if let Some(w) = &s.reason {
+            m.insert("reason".into(), text(w));
+        }
+        m.insert("status".into(), text(&s.status));
+        m.insert("type".into(), text(&s.type_));
+        Ok(Value::Object(m))
     }
 
     fn type_(&self) -> &str {
@@ -248,8 +307,10 @@ impl CachedStatus {
     }
 
     /// The JSON merge patch of `/status` from `old` to `self`: the same as
-    /// [`crate::merge_patch::status_patch`] of the two, without encoding the old conditions (the
-    /// costly part: every time is formatted). A merge patch carries a list whole or not at all:
+    /// [`crate::merge_patch::status_patch`] of the two, built member by member: a member equal on
+    /// both sides encodes alike and is not encoded at all (the times above all: formatting them was
+    /// most of a status write's patch), an absent one is `null`, the others are encoded and diffed
+    /// alone. The old conditions are never encoded. A merge patch carries a list whole or not at all:
     /// - equal conditions here are equal encoded: not in the patch;
     /// - compact conditions (times in whole seconds, as `Time` encodes them) that differ here differ
     ///   encoded: the new list (or `null`) is the patch's;
@@ -260,17 +321,68 @@ impl CachedStatus {
         if !same && (self.has_fine_times() || old.has_fine_times()) {
             return status_patch(old, self);
         }
-        let mut patch = status_patch(&old.expand_but_conditions(), &self.expand_but_conditions())?;
-        if !same && let Value::Object(map) = &mut patch {
+        let mut patch = Map::new();
+        let p = &mut patch;
+        member(p, "active", old.active.as_ref(), self.active.as_ref())?;
+        member(p, "ready", old.ready.as_ref(), self.ready.as_ref())?;
+        member(
+            p,
+            "succeeded",
+            old.succeeded.as_ref(),
+            self.succeeded.as_ref(),
+        )?;
+        member(p, "failed", old.failed.as_ref(), self.failed.as_ref())?;
+        member(
+            p,
+            "terminating",
+            old.terminating.as_ref(),
+            self.terminating.as_ref(),
+        )?;
+        member(
+            p,
+            "startTime",
+            old.start_time.as_ref(),
+            self.start_time.as_ref(),
+        )?;
+        let (o, n) = (old.completion_time.as_ref(), self.completion_time.as_ref());
+        member(p, "completionTime", o, n)?;
+        let (o, n) = (old.rare.as_deref(), self.rare.as_deref());
+        let (oc, nc) = (
+            o.and_then(|r| r.completed_indexes.as_ref()),
+            n.and_then(|r| r.completed_indexes.as_ref()),
+        );
+        member(p, "completedIndexes", oc, nc)?;
+        let (of, nf) = (
+            o.and_then(|r| r.failed_indexes.as_ref()),
+            n.and_then(|r| r.failed_indexes.as_ref()),
+        );
+        member(p, "failedIndexes", of, nf)?;
+        member(
+            p,
+            "uncountedTerminatedPods",
+            old.uncounted(),
+            self.uncounted(),
+        )?;
+        if !same {
             let conditions = match self.conditions.as_deref() {
                 Some(c) => {
-                    serde_json::to_value(c.iter().map(Condition::expand).collect::<Vec<_>>())?
+                    Value::Array(c.iter().map(Condition::to_json).collect::<Result<_, _>>()?)
                 }
                 None => Value::Null,
             };
-            map.insert("conditions".into(), conditions);
+            patch.insert("conditions".into(), conditions);
         }
-        Ok(patch)
+        Ok(Value::Object(patch))
+    }
+
+    /// `uncountedTerminatedPods` as [`Self::expand`] gives it, without a copy.
+    fn uncounted(&self) -> Option<&UncountedTerminatedPods> {
+        if self.uncounted_empty {
+            return Some(&NO_UNCOUNTED_PODS);
+        }
+        self.rare
+            .as_deref()
+            .and_then(|r| r.uncounted_terminated_pods.as_ref())
     }
 
     /// A condition keeps a time finer than a second (kept whole).
@@ -311,6 +423,35 @@ impl CachedStatus {
 pub fn uncounted_pods(u: &UncountedTerminatedPods) -> bool {
     u.succeeded.as_ref().is_some_and(|s| !s.is_empty())
         || u.failed.as_ref().is_some_and(|f| !f.is_empty())
+}
+
+/// `uncountedTerminatedPods: {}`.
+static NO_UNCOUNTED_PODS: UncountedTerminatedPods = UncountedTerminatedPods {
+    failed: None,
+    succeeded: None,
+};
+
+/// Adds to `patch` the member `key` of the merge patch from `old` to `new` (one member of a status,
+/// absent when `None`), as [`merge_patch`] of the two statuses encoded whole would have it. Equal
+/// values encode alike (encoding is deterministic), so they are not encoded.
+fn member<T: Serialize + PartialEq>(
+    patch: &mut Map<String, Value>,
+    key: &str,
+    old: Option<&T>,
+    new: Option<&T>,
+) -> Result<(), serde_json::Error> {
+    if old == new {
+        return Ok(());
+    }
+    let diff = match (old, new) {
+        (_, None) => Some(Value::Null),
+        (None, Some(n)) => Some(serde_json::to_value(n)?),
+        (Some(o), Some(n)) => merge_patch(&serde_json::to_value(o)?, &serde_json::to_value(n)?),
+    };
+    if let Some(diff) = diff {
+        patch.insert(key.into(), diff);
+    }
+    Ok(())
 }
 
 impl From<JobStatus> for CachedStatus {

@@ -278,6 +278,26 @@ proptest! {
         same_everywhere(&s);
     }
 
+    /// A compact time is written as `Time` encodes it, over every second jiff can hold.
+    #[test]
+    fn a_compact_time_encodes_as_time_does(
+        seconds in prop_oneof![
+            Timestamp::MIN.as_second()..=Timestamp::MAX.as_second(),
+            -30_610_224_000i64..253_402_300_800,
+        ],
+    ) {
+        let t = Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH);
+        let whole = serde_json::to_value(Time(t)).ok();
+        prop_assert_eq!(time_json(t.as_second()).ok().flatten(), whole);
+    }
+
+    /// A condition is encoded as its full form encodes.
+    #[test]
+    fn a_condition_encodes_as_its_full_form(c in condition()) {
+        let compact = Condition::new(c.clone());
+        prop_assert_eq!(compact.to_json().ok(), serde_json::to_value(&c).ok());
+    }
+
     #[test]
     fn the_status_patch_is_the_diff_of_the_whole_statuses(
         old in status(),
