@@ -56,7 +56,11 @@ impl Api {
                 PatchKind::Apply => {}
             }
             let mut warnings = Vec::new();
-            let (doc, pruned) = match s.decode_object(doc, &mut warnings) {
+            let decoded = match kind {
+                PatchKind::Merge => s.decode_merge_patched(doc, &current, patch_doc, &mut warnings),
+                _ => s.decode_object(doc, &mut warnings),
+            };
+            let (doc, pruned) = match decoded {
                 Ok(d) => d,
                 // A codec failure (e.g. bad base64 in a Secret) on a patched document is reported against
                 // the patch, with the patched document in the message.
@@ -132,3 +136,7 @@ impl Api {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "patching_tests.rs"]
+mod tests;

@@ -155,27 +155,78 @@ impl Served {
     /// about or reject), the kind's codec hook, scheme defaults, and the Go JSON round trip.
     pub fn decode_object(
         &self,
-        mut doc: Value,
+        doc: Value,
         warnings: &mut Vec<String>,
     ) -> Result<(Value, Vec<String>), ApiError> {
+        self.decode_over(doc, None, warnings)
+    }
+
+    /// [`Served::decode_object`] of `doc`, a merge patch's result over `current` (the served form of
+    /// the stored object): the top-level members the patch has no key for are `current`'s, which a
+    /// stored built-in object has pruned and normalised already, so pruning passes over them and so
+    /// does normalising where defaulting left them as they were. (Defaults may cross members: a Job
+    /// without labels takes its template's.) Not for custom resources, whose schema may have changed
+    /// since the object was stored, nor for kinds stored in another version. The result is
+    /// `decode_object`'s, which debug builds check on every such patch.
+    pub fn decode_merge_patched(
+        &self,
+        doc: Value,
+        current: &Value,
+        patch: &Value,
+        warnings: &mut Vec<String>,
+    ) -> Result<(Value, Vec<String>), ApiError> {
+        let over = match patch {
+            Value::Object(p)
+                if current.is_object()
+                    && !self.strategy.converts()
+                    && self.schema.as_ref().is_some_and(|t| !t.is_custom()) =>
+            {
+                Some(Unpatched { current, patch: p })
+            }
+            _ => None,
+        };
+        #[cfg(debug_assertions)]
+        let full = over
+            .is_some()
+            .then(|| self.decode_object(doc.clone(), &mut Vec::new()));
+        let out = self.decode_over(doc, over, warnings);
+        #[cfg(debug_assertions)]
+        if let Some(full) = full {
+            match (&out, &full) {
+                (Ok(a), Ok(b)) => debug_assert_eq!(a, b, "decoding a merge patch's result"),
+                (Err(a), Err(b)) => debug_assert_eq!(a.message, b.message),
+                _ => debug_assert!(
+                    false,
+                    "decoding a merge patch's result: {out:?} vs {full:?}"
+                ),
+            }
+        }
+        out
+    }
+
+    fn decode_over(
+        &self,
+        mut doc: Value,
+        over: Option<Unpatched<'_>>,
+        warnings: &mut Vec<String>,
+    ) -> Result<(Value, Vec<String>), ApiError> {
+        let untouched = |k: &str| over.as_ref().is_some_and(|o| !o.patch.contains_key(k));
         let pruned = match &self.schema {
-            Some(t) => crate::schema::prune_unknown(t, &mut doc),
+            Some(t) => crate::schema::prune_unknown_except(t, &mut doc, &untouched),
             None => Vec::new(),
         };
         warnings.extend(self.strategy.decode(&mut doc)?);
-        self.finish_decode(&mut doc);
-        Ok((doc, pruned))
-    }
-
-    /// Defaulting and normalisation after the codec.
-    pub fn finish_decode(&self, doc: &mut Value) {
-        self.strategy.default(doc);
+        self.strategy.default(&mut doc);
         if let Some(t) = &self.schema {
             if t.is_custom() {
-                crate::schema::apply_crd_defaults(t, doc);
+                crate::schema::apply_crd_defaults(t, &mut doc);
             }
-            crate::schema::normalize(t.schema(), t.root(), doc);
+            let unchanged = |k: &str, v: &Value| {
+                untouched(k) && over.as_ref().is_some_and(|o| o.current.get(k) == Some(v))
+            };
+            crate::schema::normalize_except(t.schema(), t.root(), &mut doc, &unchanged);
         }
+        Ok((doc, pruned))
     }
 
     /// Validates a field selector against the kind's selectable fields and converts it to the labels the
@@ -208,6 +259,13 @@ impl Served {
         }
         v
     }
+}
+
+/// A merge patch's result is decoded over the object it patched: `patch`'s top-level keys name the
+/// members it touched, the others are `current`'s.
+struct Unpatched<'a> {
+    current: &'a Value,
+    patch: &'a Map<String, Value>,
 }
 
 /// `details` of a Status naming an object.

@@ -62,9 +62,19 @@ const MAX_STRICT_ERRORS: usize = 100;
 /// pruning for custom resources, does) and returns their paths: in traversal order for built-ins, sorted
 /// for custom resources (as the real pruning reports them).
 pub fn prune_unknown(t: &TypeRef, obj: &mut Value) -> Vec<String> {
+    prune_unknown_except(t, obj, &|_| false)
+}
+
+/// [`prune_unknown`] passing over the top-level members `skip` names (members a write left as a
+/// stored built-in object has them: pruned already).
+pub fn prune_unknown_except(
+    t: &TypeRef,
+    obj: &mut Value,
+    skip: &dyn Fn(&str) -> bool,
+) -> Vec<String> {
     let mut out = Vec::new();
     let mut path = String::new();
-    prune(t.schema(), t.root(), obj, &mut path, &mut out);
+    prune(t.schema(), t.root(), obj, &mut path, &mut out, skip);
     if t.is_custom() {
         out.sort();
     }
@@ -80,7 +90,15 @@ fn push_key(path: &mut String, key: &str) -> usize {
     len
 }
 
-fn prune(schema: &Schema, ty: TypeId, v: &mut Value, path: &mut String, out: &mut Vec<String>) {
+/// `skip`: the keys of `v`'s own members to pass over (nested values are all walked).
+fn prune(
+    schema: &Schema,
+    ty: TypeId,
+    v: &mut Value,
+    path: &mut String,
+    out: &mut Vec<String>,
+    skip: &dyn Fn(&str) -> bool,
+) {
     let def = schema.get(ty);
     match v {
         Value::Object(m) => {
@@ -94,9 +112,12 @@ fn prune(schema: &Schema, ty: TypeId, v: &mut Value, path: &mut String, out: &mu
                     Some(f) => Some(f.ty),
                     None => md.elem,
                 };
+                if skip(k) {
+                    continue;
+                }
                 let len = push_key(path, k);
                 match child_ty {
-                    Some(cty) => prune(schema, cty, child, path, out),
+                    Some(cty) => prune(schema, cty, child, path, out, &|_| false),
                     None => {
                         unknown.push(k.clone());
                         out.push(path.clone());
@@ -115,7 +136,7 @@ fn prune(schema: &Schema, ty: TypeId, v: &mut Value, path: &mut String, out: &mu
                 path.push('[');
                 path.push_str(&i.to_string());
                 path.push(']');
-                prune(schema, l.elem, item, path, out);
+                prune(schema, l.elem, item, path, out, &|_| false);
                 path.truncate(len);
             }
         }

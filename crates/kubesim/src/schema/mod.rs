@@ -24,11 +24,11 @@ use serde_json::Value;
 
 pub use crd::{CrdSchemaError, apply_crd_defaults, from_crd};
 pub use decode::{
-    ScanError, StrictIssue, prune_unknown, strict_decoding_message, strict_issues,
-    warning_header_value,
+    ScanError, StrictIssue, prune_unknown, prune_unknown_except, strict_decoding_message,
+    strict_issues, warning_header_value,
 };
 pub use model::{GoMode, ListKind, Schema, TypeId};
-pub use normalize::{normalize, zero_value_of};
+pub use normalize::{normalize, normalize_except, zero_value_of};
 
 /// The built-in schema and its `group/version/Kind` roots, parsed on first use.
 static BUILTIN: LazyLock<(Schema, HashMap<String, TypeId>)> =

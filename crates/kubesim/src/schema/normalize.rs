@@ -14,6 +14,28 @@ pub fn normalize(schema: &Schema, ty: TypeId, obj: &mut Value) {
     normalize_value(schema, ty, obj);
 }
 
+/// [`normalize`] passing over the top-level members of a struct `skip` names (by key and value:
+/// members equal to a stored object's, which the round trip leaves as they are).
+pub fn normalize_except(
+    schema: &Schema,
+    ty: TypeId,
+    obj: &mut Value,
+    skip: &dyn Fn(&str, &Value) -> bool,
+) {
+    match obj {
+        Value::Object(m)
+            if schema
+                .get(ty)
+                .map
+                .as_ref()
+                .is_some_and(|md| !md.fields.is_empty()) =>
+        {
+            normalize_struct(schema, ty, m, skip)
+        }
+        _ => normalize_value(schema, ty, obj),
+    }
+}
+
 fn normalize_value(schema: &Schema, ty: TypeId, v: &mut Value) {
     let def = schema.get(ty);
     match v {
@@ -28,7 +50,7 @@ fn normalize_value(schema: &Schema, ty: TypeId, v: &mut Value) {
                 }
                 return;
             }
-            normalize_struct(schema, ty, m);
+            normalize_struct(schema, ty, m, &|_, _| false);
         }
         Value::Array(a) => {
             let Some(l) = &def.list else { return };
@@ -56,7 +78,13 @@ fn normalize_element(schema: &Schema, ty: TypeId, v: &mut Value) {
     normalize_value(schema, ty, v);
 }
 
-fn normalize_struct(schema: &Schema, ty: TypeId, m: &mut Map<String, Value>) {
+/// `skip`: the present fields to leave as they are.
+fn normalize_struct(
+    schema: &Schema,
+    ty: TypeId,
+    m: &mut Map<String, Value>,
+    skip: &dyn Fn(&str, &Value) -> bool,
+) {
     let Some(md) = &schema.get(ty).map else {
         return;
     };
@@ -70,6 +98,9 @@ fn normalize_struct(schema: &Schema, ty: TypeId, m: &mut Map<String, Value>) {
         let Some(f) = fields.next_if(|f| *f.name == **key) else {
             continue;
         };
+        if skip(key, v) {
+            continue;
+        }
         if !normalize_present(schema, f, v) {
             dropped.push(key.clone());
         }
