@@ -405,7 +405,16 @@ mod tests {
         let w = api
             .create(s, ns, obj, &opts)
             .unwrap_or_else(|e| panic!("{e:?}"));
-        reference_line("ADDED", &api.render(s, &w.obj))
+        let served = match &w.obj {
+            crate::api::ObjOut::Stored(st) => api.served_value(s, st),
+            crate::api::ObjOut::Value(v) => v.clone(),
+        };
+        // The bytes as the answer to a GET renders them, and the object parsed back from the
+        // stored one, so that neither rendering is only checked against itself.
+        let line = reference_line("ADDED", &api.render(s, &w.obj));
+        let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(parsed, json!({"type": "ADDED", "object": served}));
+        line
     }
 
     /// Reads chunks until `want` bytes came; checks each chunk ends a line and its last line
@@ -423,7 +432,13 @@ mod tests {
                 .rposition(|b| *b == b'\n')
                 .map_or(0, |i| i + 1);
             assert!(last < CHUNK_MAX, "a line starts {last} bytes into a chunk");
-            got.push_str(std::str::from_utf8(&c).unwrap());
+            let text = std::str::from_utf8(&c).unwrap();
+            for l in text.lines() {
+                let v: serde_json::Value =
+                    serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:.200}"));
+                assert_eq!(v["type"], "ADDED");
+            }
+            got.push_str(text);
             chunks += 1;
         }
         (got, chunks)
