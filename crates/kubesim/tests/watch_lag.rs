@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use kubesim::api::WriteOpts;
-use kubesim::api::watch::{WatchOpts, start};
+use kubesim::api::watch::{WatchOpts, WatchStream, start};
 use kubesim::{Role, Sim, SimOptions};
 use serde_json::json;
 
-/// Well beyond the broadcast buffer (1,024) and the stream's own channel (1,024 frames).
+/// Well beyond the broadcast buffer (1,024).
 const EVENTS: usize = 5_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -24,7 +24,7 @@ async fn a_watcher_behind_the_buffer_gets_every_event_and_stays_open() {
     let Some(cm) = api.registry.get("", "v1", "configmaps") else {
         panic!("configmaps are served")
     };
-    let mut rx = start(
+    let mut w = start(
         api.clone(),
         cm.clone(),
         WatchOpts {
@@ -37,7 +37,7 @@ async fn a_watcher_behind_the_buffer_gets_every_event_and_stays_open() {
         manager: "test".into(),
         ..WriteOpts::default()
     };
-    // Written while nobody reads the stream: its channel fills, then the broadcast overtakes it.
+    // Written while nobody reads the stream: the broadcast overtakes it.
     for i in 0..EVENTS {
         let obj = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": format!("c{i}"), "namespace": "default"}, "data": {"i": i.to_string()}});
@@ -49,8 +49,9 @@ async fn a_watcher_behind_the_buffer_gets_every_event_and_stays_open() {
             .unwrap_or_else(|e| panic!("{e:?}"));
     }
     let mut names = Vec::new();
+    let mut lines = Lines::default();
     while names.len() < EVENTS {
-        match tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
+        match tokio::time::timeout(Duration::from_secs(10), lines.next(&mut w)).await {
             Ok(Some(line)) => {
                 let ev: serde_json::Value =
                     serde_json::from_slice(&line).unwrap_or_else(|e| panic!("{e}"));
@@ -76,11 +77,29 @@ async fn a_watcher_behind_the_buffer_gets_every_event_and_stays_open() {
         .unwrap_or_else(|e| panic!("{e:?}"));
     api.create(&cm, "default", obj, &opts)
         .unwrap_or_else(|e| panic!("{e:?}"));
-    let last = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+    let last = tokio::time::timeout(Duration::from_secs(10), lines.next(&mut w)).await;
     let Ok(Some(line)) = last else {
         panic!("the watch did not stay open: {last:?}")
     };
     let ev: serde_json::Value = serde_json::from_slice(&line).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(ev["object"]["metadata"]["name"], "after");
     sim.shutdown();
+}
+
+/// The stream's lines, one at a time, from its chunks.
+#[derive(Default)]
+struct Lines {
+    buf: Vec<u8>,
+}
+
+impl Lines {
+    async fn next(&mut self, w: &mut WatchStream) -> Option<Vec<u8>> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let rest = self.buf.split_off(i + 1);
+                return Some(std::mem::replace(&mut self.buf, rest));
+            }
+            self.buf.extend_from_slice(&w.next_chunk().await?);
+        }
+    }
 }

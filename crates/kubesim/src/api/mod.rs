@@ -201,10 +201,24 @@ impl Api {
 
     /// Serialises a stored object in the served version, with `kind`/`apiVersion`.
     pub fn render_stored(&self, s: &Served, st: &Stored) -> Bytes {
+        let mut out = bytes::BytesMut::new();
+        self.render_stored_into(s, st, &mut out);
+        out.freeze()
+    }
+
+    /// Appends what [`Self::render_stored`] returns to `out` (a watch writes it straight into its
+    /// chunk).
+    pub fn render_stored_into(&self, s: &Served, st: &Stored, out: &mut bytes::BytesMut) {
         if s.strategy.converts() {
-            Bytes::from(serde_json::to_vec(&self.served_value(s, st)).unwrap_or_default())
+            let start = out.len();
+            if serde_json::to_writer(bytes::BufMut::writer(&mut *out), &self.served_value(s, st))
+                .is_err()
+            {
+                // As `to_vec(..).unwrap_or_default()` did: nothing rather than half an object.
+                out.truncate(start);
+            }
         } else {
-            s.splice_type(&st.json)
+            s.put_typed(&st.json, out);
         }
     }
 

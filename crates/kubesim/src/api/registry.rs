@@ -69,21 +69,21 @@ impl Served {
         ApiError::invalid(group, kind, name, errs)
     }
 
-    /// Stored JSON (`{"metadata":…}`) with `kind`/`apiVersion` in front.
-    pub fn splice_type(&self, json: &Bytes) -> Bytes {
+    /// Appends stored JSON (`{"metadata":…}`) with `kind`/`apiVersion` in front to `out`.
+    pub fn put_typed(&self, json: &[u8], out: &mut BytesMut) {
         if json.len() < 2 {
-            return json.clone();
+            out.put_slice(json);
+            return;
         }
-        let mut out = BytesMut::with_capacity(self.type_prefix.len() + json.len());
-        out.put_slice(&self.type_prefix);
-        if json.as_ref() == b"{}" {
+        out.reserve(self.type_prefix.len() + json.len());
+        if json == b"{}" {
             // `{"kind":..,"apiVersion":..,` + `}` would leave a trailing comma.
-            out.truncate(out.len() - 1);
+            out.put_slice(&self.type_prefix[..self.type_prefix.len() - 1]);
             out.put_slice(b"}");
         } else {
+            out.put_slice(&self.type_prefix);
             out.put_slice(&json[1..]);
         }
-        out.freeze()
     }
 
     /// The storage form: the strategy's conversion, without `kind`/`apiVersion`.

@@ -175,11 +175,11 @@ pub(super) async fn authorized_request(
                     bookmarks: is_true(&q, "allowWatchBookmarks"),
                     send_initial_events: is_true(&q, "sendInitialEvents"),
                 };
-                let rx = crate::api::watch::start(state.api.clone(), s.clone(), opts)?;
-                let stream = futures::stream::unfold(rx, |mut rx| async move {
-                    crate::api::watch::next_chunk(&mut rx)
+                let watch = crate::api::watch::start(state.api.clone(), s.clone(), opts)?;
+                let stream = futures::stream::unfold(watch, |mut w| async move {
+                    w.next_chunk()
                         .await
-                        .map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+                        .map(|b| (Ok::<_, Infallible>(Frame::data(b)), w))
                 });
                 let mut r = Response::new(StreamBody::new(stream).boxed_unsync());
                 r.headers_mut().insert(
