@@ -29,8 +29,8 @@ pub struct ControllerConfig {
     /// The read-only web view; `None` = off. A loopback address serves everyone; any other address
     /// requires a bearer token (TokenReview) and shows only what the caller may list.
     pub ui_addr: Option<SocketAddr>,
-    /// Origins reconciled at once (new origins, resyncs, retries); one worker more copies statuses
-    /// only (`runtime::URGENT_ONLY_WORKERS`).
+    /// Origins reconciled at once (new origins, resyncs, retries); as many workers more copy statuses
+    /// only (`runtime::urgent_only_workers`).
     pub concurrency: usize,
     pub max_redispatch: u32,
     pub worker_lost_timeout: Duration,

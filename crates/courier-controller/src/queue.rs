@@ -8,8 +8,8 @@
 //!   is served before [`WorkQueue::add`] (new origins, resyncs), so a burst of new Jobs does not
 //!   hold up the status of running ones. A key queued in both lanes is handed out once.
 //! - **Slots for the urgent lane**: [`WorkQueue::limit_normal`] caps the normal-lane keys in
-//!   flight; the controller runs one worker more than that cap, so a status copy always finds a
-//!   worker even while every other one waits on a slow dispatch call. Each handed-out key says
+//!   flight; the controller runs as many workers again for the urgent lane only, so status copies
+//!   always find workers even while every other one waits on a slow dispatch call. Each handed-out key says
 //!   which lane it left and how long it waited there ([`Handed`]).
 //! - **Retry backoff**: [`WorkQueue::retry_no_sooner`] requeues after a per-key exponential backoff
 //!   with jitter; [`WorkQueue::forget`] clears it after a success.

@@ -15,10 +15,14 @@ use crate::leader::LeaderState;
 use crate::shared::Shared;
 use crate::{gc, http, leader, origin, registry, ui};
 
-/// Queue workers beyond `concurrency`, for the urgent lane only. One: more measured no better in
-/// `courier bench` (2-core machine, load 12-14: four back-to-back pairs with 4 or 8 more, each
-/// with a higher status p99 than without), where the servers, not the slots, are the limit.
-const URGENT_ONLY_WORKERS: usize = 1;
+/// Queue workers beyond `concurrency`, for the urgent lane (status copies) only: as many again.
+/// With one, status copies (about three per Job, each a round trip) took most of the shared
+/// workers and left dispatch few, and `courier bench` left about 8 % of a quiet 2-core machine
+/// idle once submission ended; with `concurrency` more, dispatch keeps its slots and status copies
+/// wait for none (measured in docs/benchmarks.md, "What limits each figure").
+fn urgent_only_workers(concurrency: usize) -> usize {
+    concurrency
+}
 
 /// Reacts to leadership changes: a new leader re-examines every origin, writes every cluster's
 /// status and sweeps for garbage.
@@ -103,10 +107,11 @@ pub async fn run(shared: Arc<Shared>, shutdown: CancellationToken) -> Result<(),
     t.spawn(registry::watch_worker_clusters(shared.registry.clone()));
     t.spawn(registry::namespaces::watch(shared.registry.clone()));
     t.spawn(origin::watch_origins(shared.origin.clone()));
-    // `concurrency` workers for every lane, and one more that takes urgent keys only: a status
+    // `concurrency` workers for every lane, and as many more that take urgent keys only: a status
     // copy never waits for a slot held by a dispatch (`WorkQueue::limit_normal`).
     shared.origin.queue.limit_normal(shared.cfg.concurrency);
-    for _ in 0..shared.cfg.concurrency + URGENT_ONLY_WORKERS {
+    let workers = shared.cfg.concurrency + urgent_only_workers(shared.cfg.concurrency);
+    for _ in 0..workers {
         t.spawn(origin::worker(shared.origin.clone()));
     }
     t.spawn(origin::resync(shared.origin.clone()));

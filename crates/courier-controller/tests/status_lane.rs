@@ -101,3 +101,101 @@ async fn a_status_change_is_copied_while_every_dispatch_slot_waits_on_a_slow_wor
     env.worker_sim("w2").set_faults(FaultConfig::default());
     env.stop().await;
 }
+
+/// When the management server answered the status writes of the origins `names` (recorded requests).
+fn status_writes_answered(mgmt: &kubesim::Sim, names: &[&str]) -> Vec<jiff::Timestamp> {
+    mgmt.recorded_requests()
+        .into_iter()
+        .filter(|r| {
+            r.attributes.verb == "patch"
+                && r.attributes.resource == "jobs"
+                && r.attributes.subresource == "status"
+                && names.contains(&r.attributes.name.as_str())
+        })
+        .filter_map(|r| r.time.parse().ok())
+        .collect()
+}
+
+/// Status copies have workers of their own, as many as dispatch's (`runtime::urgent_only_workers`):
+/// with every dispatch slot held by a slow create and the management server answering every
+/// request `MGMT_LATENCY` late, two mirrors' status changes are written to their origins side by
+/// side, not one after the other.
+///
+/// Seen failing with one urgent-only worker (the code before): the second status write was
+/// answered a whole `MGMT_LATENCY` after the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_copies_run_side_by_side_while_every_dispatch_slot_waits() {
+    const MGMT_LATENCY: Duration = Duration::from_secs(3);
+    let mut cfg = config();
+    cfg.concurrency = 2;
+    let mut tuning = tuning();
+    tuning.request_timeout = Duration::from_secs(15);
+    let mut env = Env::with(Setup {
+        cfg,
+        tuning,
+        ..Default::default()
+    })
+    .await;
+    // w3 has no Job controller: the test writes its mirrors' statuses.
+    let w3 = env.add_registered_api_server(&[("region", "lab")]).await;
+    let watched = ["watched-a", "watched-b"];
+    for name in watched {
+        submit(&env.mc, selector(job(name, LONG), "region=lab")).await;
+        env.wait_mirror(&w3, name, "created", |_| true).await;
+        // The write that follows the create (the Dispatched marker) is done before anything is slow.
+        wait_job(&env.mc, name, "the Dispatched marker", T, |j| {
+            is_true(j, "courier.dev/Dispatched")
+        })
+        .await;
+    }
+
+    // Both dispatch slots (concurrency 2) end up waiting on a slow create on w1 or w2.
+    let slow = FaultConfig {
+        latency_ms: 10_000,
+        ..Default::default()
+    };
+    env.worker_sim("w1").set_faults(slow.clone());
+    env.worker_sim("w2").set_faults(slow);
+    let backlog: Vec<String> = (0..4).map(|i| format!("backlog-{i}")).collect();
+    for name in &backlog {
+        submit(&env.mc, selector(job(name, 1), "region in (eu,us)")).await;
+    }
+    eventually("two backlog origins placed", T, || async {
+        let mut placed = 0;
+        for name in &backlog {
+            if get(&env.mc, name)
+                .await
+                .is_some_and(|o| label(&o, "courier.dev/cluster").is_some())
+            {
+                placed += 1;
+            }
+        }
+        (placed >= 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    env.mgmt.record_requests();
+    env.mgmt.set_faults(FaultConfig {
+        latency_ms: u64::try_from(MGMT_LATENCY.as_millis()).unwrap_or(u64::MAX),
+        ..Default::default()
+    });
+    for name in watched {
+        write_status(env.worker(&w3), name, json!({"active": 1, "ready": 1})).await;
+    }
+    let answered = eventually("both status writes answered", 3 * T, || async {
+        let at = status_writes_answered(&env.mgmt, &watched);
+        (at.len() >= 2).then_some(at)
+    })
+    .await;
+    let apart = answered[1].duration_since(answered[0]).unsigned_abs();
+    assert!(
+        apart < MGMT_LATENCY / 2,
+        "the second status write was answered {apart:?} after the first: the copies ran one after the other"
+    );
+
+    env.mgmt.set_faults(FaultConfig::default());
+    env.worker_sim("w1").set_faults(FaultConfig::default());
+    env.worker_sim("w2").set_faults(FaultConfig::default());
+    env.stop().await;
+}

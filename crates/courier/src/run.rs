@@ -73,7 +73,7 @@ pub struct RunArgs {
     /// How many times a Job whose mirror disappeared is re-dispatched before it is failed.
     #[arg(long, env = "COURIER_MAX_REDISPATCH", default_value_t = 3)]
     pub max_redispatch: u32,
-    /// Origin Jobs reconciled at once.
+    /// Origin Jobs reconciled at once; as many workers again copy mirror statuses only.
     #[arg(long, env = "COURIER_CONCURRENCY", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub concurrency: u32,
