@@ -74,9 +74,16 @@ pub(super) fn pod_source(mut job: Value) -> Value {
         }
         Value::Object(out)
     };
-    let metadata = take("metadata", &["name", "namespace", "uid"]);
-    let spec = take("spec", &["template", "backoffLimitPerIndex"]);
-    serde_json::json!({"metadata": metadata, "spec": spec})
+    let mut out = serde_json::Map::new();
+    out.insert(
+        "metadata".into(),
+        take("metadata", &["name", "namespace", "uid"]),
+    );
+    out.insert(
+        "spec".into(),
+        take("spec", &["template", "backoffLimitPerIndex"]),
+    );
+    Value::Object(out)
 }
 
 impl Entry {
