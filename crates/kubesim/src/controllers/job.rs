@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::gc::GcNote;
 use super::pods::{PodCtx, PodObjects};
+use super::slim::{Keep, view};
 use super::{
     CONTROLLER_MANAGER, Change, Follower, debug_assert_decodes_to_itself, instant_at, obj_key,
     status_over, write_opts,
@@ -44,8 +45,28 @@ struct Entry {
     counted: HashSet<u32>,
 }
 
+/// What the controller reads of a stored Job (`observe` and what it calls: `JobSpec::parse`,
+/// `JobSim::new`, [`origin_of`], [`pod_source`]); its managedFields and most of its status are not
+/// built (`walk_tests` and `slim_tests` compare what each reader makes of the view and of the whole).
+pub(super) const JOB_VIEW: &[(&str, Keep)] = &[
+    (
+        "metadata",
+        Keep::Only(&[
+            ("name", Keep::Whole),
+            ("namespace", Keep::Whole),
+            ("uid", Keep::Whole),
+            ("generation", Keep::Whole),
+            ("deletionTimestamp", Keep::Whole),
+            ("finalizers", Keep::Whole),
+            ("labels", Keep::Whole),
+        ]),
+    ),
+    ("spec", Keep::Whole),
+    ("status", Keep::Only(&[("conditions", Keep::Whole)])),
+];
+
 /// The origin UID and epoch labels of a Job, when it has the first.
-fn origin_of(job: &Value) -> Option<(String, String)> {
+pub(super) fn origin_of(job: &Value) -> Option<(String, String)> {
     let label = |k: &str| {
         job.pointer("/metadata/labels")
             .and_then(|l| l.get(k))
@@ -74,9 +95,16 @@ pub(super) fn pod_source(mut job: Value) -> Value {
         }
         Value::Object(out)
     };
-    let metadata = take("metadata", &["name", "namespace", "uid"]);
-    let spec = take("spec", &["template", "backoffLimitPerIndex"]);
-    serde_json::json!({"metadata": metadata, "spec": spec})
+    let mut out = serde_json::Map::new();
+    out.insert(
+        "metadata".into(),
+        take("metadata", &["name", "namespace", "uid"]),
+    );
+    out.insert(
+        "spec".into(),
+        take("spec", &["template", "backoffLimitPerIndex"]),
+    );
+    Value::Object(out)
 }
 
 impl Entry {
@@ -182,7 +210,7 @@ impl JobController {
             Change::Resync(items) => {
                 let mut seen = HashSet::new();
                 for st in items {
-                    self.observe(st.value(), now);
+                    self.observe(view(&st, JOB_VIEW), now);
                     seen.insert(st.uid().to_string());
                 }
                 let stale: Vec<Arc<str>> = self
@@ -199,7 +227,7 @@ impl JobController {
                 if ev.kind == EventType::Deleted {
                     self.job_removed(ev.obj.uid(), now);
                 } else if !self.unchanged(&ev.obj) {
-                    self.observe(ev.obj.value(), now);
+                    self.observe(view(&ev.obj, JOB_VIEW), now);
                 }
             }
         }
@@ -253,8 +281,8 @@ impl JobController {
         self.drive(&k, now);
     }
 
-    /// A Job as stored now: start simulating it, or pass on a spec change / deletion. Takes the
-    /// parsed Job over: the entry keeps it (for the pods' shape) without a copy.
+    /// A Job as stored now ([`JOB_VIEW`] of it): start simulating it, or pass on a spec change /
+    /// deletion. Takes the parsed Job over: the entry keeps it (for the pods' shape) without a copy.
     fn observe(&mut self, job: Value, now: Timestamp) {
         if JobSim::is_managed_elsewhere(&job) {
             return;

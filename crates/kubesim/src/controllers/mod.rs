@@ -32,6 +32,7 @@ mod job;
 mod namespace;
 mod pods;
 mod podshape;
+mod slim;
 
 pub use podshape::{COMPLETION_INDEX, NODE_NAME};
 mod ttl;
@@ -40,6 +41,8 @@ mod ttl;
 mod follower_tests;
 #[cfg(test)]
 mod pod_tests;
+#[cfg(test)]
+mod slim_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

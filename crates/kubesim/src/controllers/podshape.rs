@@ -55,14 +55,12 @@ fn generate_name(job: &str, index: Option<i32>) -> String {
 /// The Pod the Job controller creates for `pod` (a `v1` object body, before defaulting).
 pub fn new_pod(job: &Value, pod: &PodInfo) -> Value {
     let job_name = meta_str(job, "name");
-    let template = job
-        .pointer("/spec/template")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    let mut labels = get_obj(&template, &["metadata", "labels"])
+    // Read in place: only the parts the pod takes are copied, each once.
+    let template = job.pointer("/spec/template").unwrap_or(&Value::Null);
+    let mut labels = get_obj(template, &["metadata", "labels"])
         .cloned()
         .unwrap_or_default();
-    let mut annotations = get_obj(&template, &["metadata", "annotations"])
+    let mut annotations = get_obj(template, &["metadata", "annotations"])
         .cloned()
         .unwrap_or_default();
     let mut spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
@@ -125,7 +123,18 @@ pub fn new_pod(job: &Value, pod: &PodInfo) -> Value {
         json!([{"apiVersion": "batch/v1", "kind": "Job", "name": job_name,
             "uid": meta_str(job, "uid"), "controller": true, "blockOwnerDeletion": true}]),
     );
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+    // Moved in: `json!` would copy them (it serialises an interpolated value).
+    let mut obj = json!({"apiVersion": "v1", "kind": "Pod"});
+    obj["metadata"] = Value::Object(meta);
+    obj["spec"] = spec;
+    obj
+}
+
+/// `{key: value}`, with `value` moved in (`json!` would copy it).
+fn member(key: &str, value: Value) -> Value {
+    let mut m = Map::new();
+    m.insert(key.into(), value);
+    Value::Object(m)
 }
 
 /// `addCompletionIndexEnvVariable` (PodIndexLabel on: the value comes from the label).
@@ -239,7 +248,8 @@ impl Times {
 
 fn condition(kind: &str, ok: bool, at: String, reason: Option<(&str, String)>) -> Value {
     let mut c = json!({"type": kind, "status": if ok { "True" } else { "False" },
-        "lastProbeTime": null, "lastTransitionTime": at});
+        "lastProbeTime": null});
+    c["lastTransitionTime"] = Value::String(at);
     if let Some((r, m)) = reason {
         c["reason"] = json!(r);
         if !m.is_empty() {
@@ -316,9 +326,15 @@ pub fn pod_status(obj: &Value, pod: &PodInfo) -> Value {
                 String::new()
             };
             let state = match (pod.phase, pod.started_at, pod.exit_code) {
-                (_, _, Some(code)) if terminal => {
-                    json!({"terminated": terminated(code, pod.started_at, pod.finished_at.unwrap_or(pod.created), &id)})
-                }
+                (_, _, Some(code)) if terminal => member(
+                    "terminated",
+                    terminated(
+                        code,
+                        pod.started_at,
+                        pod.finished_at.unwrap_or(pod.created),
+                        &id,
+                    ),
+                ),
                 (_, _, None) if terminal => json!({"terminated": {"exitCode": 137,
                     "reason": "ContainerStatusUnknown",
                     "message": "The container could not be located when the pod was terminated",
@@ -330,15 +346,18 @@ pub fn pod_status(obj: &Value, pod: &PodInfo) -> Value {
                 _ => json!({"waiting": {"reason": "ContainerCreating"}}),
             };
             let last_state = match pod.last_run {
-                Some((s, f, code)) => {
-                    json!({"terminated": terminated(code, Some(s), f, &container_id(&pod.uid, name, run - 1))})
-                }
+                Some((s, f, code)) => member(
+                    "terminated",
+                    terminated(code, Some(s), f, &container_id(&pod.uid, name, run - 1)),
+                ),
                 None => json!({}),
             };
-            let mut cs = json!({"name": name, "state": state, "lastState": last_state,
+            let mut cs = json!({"name": name,
                 "ready": pod.ready, "restartCount": pod.restarts,
                 "image": full_image(image), "imageID": if id.is_empty() { String::new() } else { image_id(image) },
                 "started": pod.started_at.is_some() && !terminal});
+            cs["state"] = state;
+            cs["lastState"] = last_state;
             if !id.is_empty() {
                 cs["containerID"] = json!(id);
             }
@@ -388,9 +407,11 @@ pub fn pod_status(obj: &Value, pod: &PodInfo) -> Value {
         ));
     }
     conditions.push(condition("PodScheduled", true, times.of(pod.created), None));
-    let mut status = json!({"phase": pod.phase, "conditions": conditions,
+    let mut status = json!({"phase": pod.phase,
         "hostIP": HOST_IP, "hostIPs": [{"ip": HOST_IP}],
-        "startTime": times.of(pod.created), "containerStatuses": statuses, "qosClass": qos_class(spec)});
+        "startTime": times.of(pod.created), "qosClass": qos_class(spec)});
+    status["conditions"] = Value::Array(conditions);
+    status["containerStatuses"] = Value::Array(statuses);
     if started_or_done.is_some() {
         let ip = pod_ip(&pod.uid);
         status["podIP"] = json!(ip);

@@ -8,6 +8,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::slim::{Keep, view};
 use super::{Change, Follower, instant_at, obj_key};
 use crate::api::{Api, DeleteOpts, Served};
 use crate::jobctl::{SimConfig, TTL_PROPAGATION, ttl_expiry};
@@ -15,6 +16,25 @@ use crate::json::meta_str;
 use crate::store::{EventType, Stored};
 
 type Key = (String, String);
+
+/// What [`Ttl::observe_stored`] reads of a stored Job ([`key_of`], `ttl_expiry`): a Job's first event
+/// (new to the controller, most have no TTL) is decided without building its managedFields, spec
+/// and status (`slim_tests` compares both readers on the view and on the whole Job).
+pub(super) const TTL_VIEW: &[(&str, Keep)] = &[
+    (
+        "metadata",
+        Keep::Only(&[
+            ("name", Keep::Whole),
+            ("namespace", Keep::Whole),
+            ("deletionTimestamp", Keep::Whole),
+        ]),
+    ),
+    (
+        "spec",
+        Keep::Only(&[("ttlSecondsAfterFinished", Keep::Whole)]),
+    ),
+    ("status", Keep::Only(&[("conditions", Keep::Whole)])),
+];
 
 struct Ttl {
     api: Arc<Api>,
@@ -57,7 +77,7 @@ pub(super) async fn run(api: Arc<Api>, cfg: SimConfig, shutdown: CancellationTok
     }
 }
 
-fn key_of(job: &Value) -> Key {
+pub(super) fn key_of(job: &Value) -> Key {
     (
         meta_str(job, "namespace").to_string(),
         meta_str(job, "name").to_string(),
@@ -89,7 +109,7 @@ impl Ttl {
 
     /// [`Ttl::observe`], remembering a Job without a TTL at this generation.
     fn observe_stored(&mut self, st: &Stored) {
-        let job = st.value();
+        let job = view(st, TTL_VIEW);
         if job.pointer("/spec/ttlSecondsAfterFinished").is_none() {
             self.untimed.insert(st.uid().to_string(), st.generation());
         } else {

@@ -60,6 +60,11 @@ async fn every_write_of_a_worker_takes_the_shortcuts_to_the_same_result() {
     every_written_status_decodes_to_itself(api, &pairs);
     a_pod_without_its_finalizer_or_owners_decodes_to_itself(api, &pairs);
     keeping_a_stored_part_already_there_stores_the_same_bytes(&pairs);
+    for (_, _, next) in pairs.iter().filter(|(gvr, ..)| *gvr == JOBS) {
+        // The controllers' views of every Job version of the run read the same as the whole Job.
+        super::slim_tests::job_reads_alike(next);
+        super::slim_tests::ttl_reads_alike(next);
+    }
 }
 
 /// `keep_stored` leaves a part already equal to the stored one as it is instead of replacing it
