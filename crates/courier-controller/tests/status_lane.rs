@@ -37,32 +37,16 @@ fn backlog_creates(env: &Env) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_status_change_is_copied_while_every_dispatch_slot_waits_on_a_slow_worker() {
-    let mut cfg = config();
-    cfg.concurrency = 2;
-    let mut tuning = tuning();
-    tuning.request_timeout = Duration::from_secs(15);
-    let mut env = Env::with(Setup {
-        cfg,
-        tuning,
-        ..Default::default()
-    })
-    .await;
-    // w3 has no Job controller: the test writes its mirror's status.
-    let w3 = env.add_registered_api_server(&[("region", "lab")]).await;
-    submit(&env.mc, selector(job("watched", LONG), "region=lab")).await;
-    env.wait_mirror(&w3, "watched", "created", |_| true).await;
-
-    // w1 and w2 now answer slowly; a backlog of origins is placed there, and both dispatch slots
-    // (concurrency 2) end up waiting on a create.
+/// Makes w1 and w2 answer `latency` late and queues `backlog` origins there, until both dispatch
+/// slots (concurrency 2) are waiting on a create to one of them.
+async fn hold_every_dispatch_slot(env: &Env, latency: Duration, backlog: usize) {
     let slow = FaultConfig {
-        latency_ms: u64::try_from(SLOW.as_millis()).unwrap_or(u64::MAX),
+        latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
         ..Default::default()
     };
     env.worker_sim("w1").set_faults(slow.clone());
     env.worker_sim("w2").set_faults(slow);
-    let backlog: Vec<String> = (0..6).map(|i| format!("backlog-{i}")).collect();
+    let backlog: Vec<String> = (0..backlog).map(|i| format!("backlog-{i}")).collect();
     for name in &backlog {
         submit(&env.mc, selector(job(name, 1), "region in (eu,us)")).await;
     }
@@ -85,6 +69,28 @@ async fn a_status_change_is_copied_while_every_dispatch_slot_waits_on_a_slow_wor
     .await;
     // Let the reconciles that wrote the intents reach their creates.
     tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_change_is_copied_while_every_dispatch_slot_waits_on_a_slow_worker() {
+    let mut cfg = config();
+    cfg.concurrency = 2;
+    let mut tuning = tuning();
+    tuning.request_timeout = Duration::from_secs(15);
+    let mut env = Env::with(Setup {
+        cfg,
+        tuning,
+        ..Default::default()
+    })
+    .await;
+    // w3 has no Job controller: the test writes its mirror's status.
+    let w3 = env.add_registered_api_server(&[("region", "lab")]).await;
+    submit(&env.mc, selector(job("watched", LONG), "region=lab")).await;
+    env.wait_mirror(&w3, "watched", "created", |_| true).await;
+
+    // w1 and w2 now answer slowly; a backlog of origins is placed there, and both dispatch slots
+    // (concurrency 2) end up waiting on a create.
+    hold_every_dispatch_slot(&env, SLOW, 6).await;
 
     write_status(env.worker(&w3), "watched", json!({"active": 1, "ready": 1})).await;
     wait_job(&env.mc, "watched", "the copied status", T, |j| {
@@ -150,30 +156,7 @@ async fn status_copies_run_side_by_side_while_every_dispatch_slot_waits() {
     }
 
     // Both dispatch slots (concurrency 2) end up waiting on a slow create on w1 or w2.
-    let slow = FaultConfig {
-        latency_ms: 10_000,
-        ..Default::default()
-    };
-    env.worker_sim("w1").set_faults(slow.clone());
-    env.worker_sim("w2").set_faults(slow);
-    let backlog: Vec<String> = (0..4).map(|i| format!("backlog-{i}")).collect();
-    for name in &backlog {
-        submit(&env.mc, selector(job(name, 1), "region in (eu,us)")).await;
-    }
-    eventually("two backlog origins placed", T, || async {
-        let mut placed = 0;
-        for name in &backlog {
-            if get(&env.mc, name)
-                .await
-                .is_some_and(|o| label(&o, "courier.dev/cluster").is_some())
-            {
-                placed += 1;
-            }
-        }
-        (placed >= 2).then_some(())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    hold_every_dispatch_slot(&env, Duration::from_secs(10), 4).await;
 
     env.mgmt.record_requests();
     env.mgmt.set_faults(FaultConfig {
