@@ -37,6 +37,24 @@ fn backlog_creates(env: &Env) -> Vec<String> {
         .collect()
 }
 
+/// The controller with two dispatch slots (concurrency 2) and a request timeout longer than the
+/// slow creates, and a third worker labelled `region=lab` without a Job controller: the test
+/// writes its mirrors' statuses. Returns the environment and that worker's name.
+async fn two_slots_and_a_lab_worker() -> (Env, String) {
+    let mut cfg = config();
+    cfg.concurrency = 2;
+    let mut tuning = tuning();
+    tuning.request_timeout = Duration::from_secs(15);
+    let mut env = Env::with(Setup {
+        cfg,
+        tuning,
+        ..Default::default()
+    })
+    .await;
+    let w3 = env.add_registered_api_server(&[("region", "lab")]).await;
+    (env, w3)
+}
+
 /// Makes w1 and w2 answer `latency` late and queues `backlog` origins there, until both dispatch
 /// slots (concurrency 2) are waiting on a create to one of them.
 async fn hold_every_dispatch_slot(env: &Env, latency: Duration, backlog: usize) {
@@ -73,18 +91,7 @@ async fn hold_every_dispatch_slot(env: &Env, latency: Duration, backlog: usize) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_change_is_copied_while_every_dispatch_slot_waits_on_a_slow_worker() {
-    let mut cfg = config();
-    cfg.concurrency = 2;
-    let mut tuning = tuning();
-    tuning.request_timeout = Duration::from_secs(15);
-    let mut env = Env::with(Setup {
-        cfg,
-        tuning,
-        ..Default::default()
-    })
-    .await;
-    // w3 has no Job controller: the test writes its mirror's status.
-    let w3 = env.add_registered_api_server(&[("region", "lab")]).await;
+    let (env, w3) = two_slots_and_a_lab_worker().await;
     submit(&env.mc, selector(job("watched", LONG), "region=lab")).await;
     env.wait_mirror(&w3, "watched", "created", |_| true).await;
 
@@ -132,18 +139,7 @@ fn status_writes_answered(mgmt: &kubesim::Sim, names: &[&str]) -> Vec<jiff::Time
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_copies_run_side_by_side_while_every_dispatch_slot_waits() {
     const MGMT_LATENCY: Duration = Duration::from_secs(3);
-    let mut cfg = config();
-    cfg.concurrency = 2;
-    let mut tuning = tuning();
-    tuning.request_timeout = Duration::from_secs(15);
-    let mut env = Env::with(Setup {
-        cfg,
-        tuning,
-        ..Default::default()
-    })
-    .await;
-    // w3 has no Job controller: the test writes its mirrors' statuses.
-    let w3 = env.add_registered_api_server(&[("region", "lab")]).await;
+    let (env, w3) = two_slots_and_a_lab_worker().await;
     let watched = ["watched-a", "watched-b"];
     for name in watched {
         submit(&env.mc, selector(job(name, LONG), "region=lab")).await;
