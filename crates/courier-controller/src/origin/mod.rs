@@ -9,6 +9,7 @@
 
 mod answer;
 mod context;
+mod echo;
 mod execute;
 pub mod reconcile;
 mod request;
@@ -43,7 +44,12 @@ pub async fn watch_origins(shared: Arc<Ctx>) {
         &shared.token,
         origins,
         |change| match change {
-            Change::Stored(key) => shared.queue.add(key),
+            // A change while our write of the key is in flight waits for its end (`echo`).
+            Change::Stored(key) => {
+                if !shared.writes.hold(&key) {
+                    shared.queue.add(key);
+                }
+            }
             Change::Deleted(key) => {
                 debug!(origin = %key, "origin gone");
                 shared.forget_origin(&key);

@@ -11,15 +11,15 @@ use proptest::prelude::*;
 use super::*;
 
 /// The API servers as decisions see them: the origin, and each worker's mirror as JSON.
-struct Model {
-    w: World,
-    mirrors: BTreeMap<String, Value>,
+pub(super) struct Model {
+    pub(super) w: World,
+    pub(super) mirrors: BTreeMap<String, Value>,
     version: u64,
 }
 
 /// Something that happens outside Courier between reconciles.
 #[derive(Debug, Clone)]
-enum Outside {
+pub(super) enum Outside {
     /// The current mirror's worker moves it on to this status.
     Progress(usize),
     /// Someone deletes the mirror on `cluster`.
@@ -67,7 +67,7 @@ fn statuses() -> Vec<Value> {
 }
 
 impl Model {
-    fn new(ttl: Option<u64>, max_redispatch: u32, create_namespaces: bool) -> Self {
+    pub(super) fn new(ttl: Option<u64>, max_redispatch: u32, create_namespaces: bool) -> Self {
         let mut w = World::new();
         // Before the mirrors' statuses finish (09:10), so that a finished mirror's TTL runs.
         w.now = ts("2026-05-01T09:05:00Z");
@@ -85,7 +85,7 @@ impl Model {
         }
     }
 
-    fn sync(&mut self, cluster: &str) {
+    pub(super) fn sync(&mut self, cluster: &str) {
         let ready = self.w.clusters.iter().any(|c| c.name == cluster && c.ready);
         let observation = match (ready, self.mirrors.get(cluster)) {
             (false, _) => MirrorObservation::Unknown,
@@ -112,7 +112,7 @@ impl Model {
     }
 
     /// Performs every call of `d` as the API servers would (all succeed).
-    fn apply(&mut self, d: &Decision) {
+    pub(super) fn apply(&mut self, d: &Decision) {
         for a in d.actions() {
             match a {
                 Action::WriteIntent { patch, .. }
@@ -150,7 +150,7 @@ impl Model {
         }
     }
 
-    fn happen(&mut self, e: &Outside) {
+    pub(super) fn happen(&mut self, e: &Outside) {
         match *e {
             Outside::Progress(i) => {
                 let Some(cluster) = self.w.origin["metadata"]["labels"]["courier.dev/cluster"]
@@ -210,7 +210,7 @@ impl Model {
 
     /// One reconcile and the ones its writes ask for; checks each decision that writes the origin
     /// and does not ask for another against the decision that would have followed.
-    fn reconcile(&mut self) -> Result<(), TestCaseError> {
+    pub(super) fn reconcile(&mut self) -> Result<(), TestCaseError> {
         for _ in 0..20 {
             if self.w.origin["metadata"]["deletionTimestamp"].is_string()
                 && self.w.origin["metadata"]["finalizers"]
@@ -256,7 +256,7 @@ impl Model {
     }
 }
 
-fn outside() -> impl Strategy<Value = Outside> {
+pub(super) fn outside() -> impl Strategy<Value = Outside> {
     prop_oneof![
         6 => (0usize..6).prop_map(Outside::Progress),
         1 => (0usize..2).prop_map(Outside::MirrorDeleted),
