@@ -2,8 +2,9 @@
 //! `spec.managedBy` is Courier's, trimmed: see [`store`]), the work queue's workers, and reconcile
 //! ([`reconcile`]).
 //!
-//! Keys come from origin events (only when the resourceVersion changed), mirror events on any
-//! worker (a mirror and its origin share `namespace/name`), cluster changes (readiness, add/remove,
+//! Keys come from origin events (only when the resourceVersion changed; during a write of the key,
+//! only if not just its own answer: [`echo`]), mirror events on any worker that may change a
+//! decision (a mirror and its origin share `namespace/name`), cluster changes (readiness, add/remove,
 //! labels/weight/paused: see `Ctx::on_cluster_changed`), decisions' own requeues, retries with
 //! backoff, and a periodic resync.
 

@@ -320,7 +320,8 @@ pub fn trim(obj: &SlimJob) -> Option<(ObjectKey, MirrorEntry)> {
 }
 
 /// Runs one watch of `cluster`'s mirrors in `scope` (a namespace, or cluster-wide) with `client`
-/// until `token` is cancelled. Every change queues the origin with the same `namespace/name`.
+/// until `token` is cancelled. Every change that may change a decision queues the origin with the
+/// same `namespace/name` ([`MirrorCache::store`]).
 pub async fn watch(
     shared: Arc<Ctx>,
     cluster: Arc<Cluster>,

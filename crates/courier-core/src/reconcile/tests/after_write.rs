@@ -67,7 +67,7 @@ fn statuses() -> Vec<Value> {
 }
 
 impl Model {
-    pub(super) fn new(ttl: Option<u64>, max_redispatch: u32, create_namespaces: bool) -> Self {
+    fn new(ttl: Option<u64>, max_redispatch: u32, create_namespaces: bool) -> Self {
         let mut w = World::new();
         // Before the mirrors' statuses finish (09:10), so that a finished mirror's TTL runs.
         w.now = ts("2026-05-01T09:05:00Z");
@@ -83,6 +83,26 @@ impl Model {
             mirrors: BTreeMap::new(),
             version: 10,
         }
+    }
+
+    /// A Job placed and reconciled, then each of `events` followed by the reconciles it causes.
+    pub(super) fn run(
+        ttl: Option<u64>,
+        max_redispatch: u32,
+        create_namespaces: bool,
+        suspended: bool,
+        events: &[Outside],
+    ) -> Result<Self, TestCaseError> {
+        let mut m = Model::new(ttl, max_redispatch, create_namespaces);
+        m.w.origin["spec"]["suspend"] = json!(suspended);
+        m.sync("a");
+        m.sync("b");
+        m.reconcile()?;
+        for e in events {
+            m.happen(e);
+            m.reconcile()?;
+        }
+        Ok(m)
     }
 
     pub(super) fn sync(&mut self, cluster: &str) {
@@ -112,7 +132,7 @@ impl Model {
     }
 
     /// Performs every call of `d` as the API servers would (all succeed).
-    pub(super) fn apply(&mut self, d: &Decision) {
+    fn apply(&mut self, d: &Decision) {
         for a in d.actions() {
             match a {
                 Action::WriteIntent { patch, .. }
@@ -150,7 +170,7 @@ impl Model {
         }
     }
 
-    pub(super) fn happen(&mut self, e: &Outside) {
+    fn happen(&mut self, e: &Outside) {
         match *e {
             Outside::Progress(i) => {
                 let Some(cluster) = self.w.origin["metadata"]["labels"]["courier.dev/cluster"]
@@ -210,7 +230,7 @@ impl Model {
 
     /// One reconcile and the ones its writes ask for; checks each decision that writes the origin
     /// and does not ask for another against the decision that would have followed.
-    pub(super) fn reconcile(&mut self) -> Result<(), TestCaseError> {
+    fn reconcile(&mut self) -> Result<(), TestCaseError> {
         for _ in 0..20 {
             if self.w.origin["metadata"]["deletionTimestamp"].is_string()
                 && self.w.origin["metadata"]["finalizers"]
@@ -284,15 +304,7 @@ proptest! {
         suspended in proptest::bool::weighted(0.2),
         events in proptest::collection::vec(outside(), 0..12),
     ) {
-        let mut m = Model::new(ttl, max_redispatch, create_namespaces);
-        m.w.origin["spec"]["suspend"] = json!(suspended);
-        m.sync("a");
-        m.sync("b");
-        m.reconcile()?;
-        for e in &events {
-            m.happen(e);
-            m.reconcile()?;
-        }
+        Model::run(ttl, max_redispatch, create_namespaces, suspended, &events)?;
     }
 }
 

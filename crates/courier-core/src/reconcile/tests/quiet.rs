@@ -133,15 +133,7 @@ proptest! {
         refused in proptest::bool::weighted(0.2),
         change in mirror_change(),
     ) {
-        let mut m = Model::new(ttl, max_redispatch, false);
-        m.w.origin["spec"]["suspend"] = json!(suspended);
-        m.sync("a");
-        m.sync("b");
-        m.reconcile()?;
-        for e in &events {
-            m.happen(e);
-            m.reconcile()?;
-        }
+        let mut m = Model::run(ttl, max_redispatch, false, suspended, &events)?;
         let Some(cluster) = m.w.origin["metadata"]["labels"]["courier.dev/cluster"]
             .as_str()
             .map(str::to_string)
