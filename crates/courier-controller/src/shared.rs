@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use courier_api::MANAGED_BY;
 use courier_core::phase::{JobPhase, PhaseFacts};
-use courier_core::reconcile::DispatchConfig;
+use courier_core::reconcile::{DispatchConfig, MirrorView};
 use futures::future::BoxFuture;
 use kube::Client;
 use tokio::sync::{Notify, watch};
@@ -23,7 +23,7 @@ use crate::events::EventRecorder;
 use crate::leader::{Election, Leadership};
 use crate::metrics::{CacheGauges, ClusterGauges, Metrics, STALE};
 use crate::origin::store::OriginStore;
-use crate::queue::WorkQueue;
+use crate::queue::{ObjectKey, WorkQueue};
 use crate::registry::calls::jobs_resource;
 use crate::registry::{Cluster, Registry};
 use crate::{gc, origin, registry};
@@ -77,6 +77,13 @@ impl registry::Hooks for Joins {
 
     fn namespace_changed(&self, namespace: &str) {
         self.origin.requeue_namespace(namespace);
+    }
+
+    fn mirror_change_matters(&self, key: &ObjectKey, old: &MirrorView, new: &MirrorView) -> bool {
+        let origin = &self.origin;
+        origin.origins.get(key).is_none_or(|o| {
+            courier_core::reconcile::mirror_change_matters(old, new, &o.view, &origin.dispatch)
+        })
     }
 
     fn sweep(&self, cluster: Arc<Cluster>) -> BoxFuture<'static, usize> {
@@ -176,6 +183,7 @@ impl Shared {
             token: token.clone(),
             synced: synced.clone(),
             memory: origin::Memory::default(),
+            writes: Default::default(),
         });
         let registry = Arc::new(registry::Ctx {
             cfg: cfg.clone(),

@@ -151,6 +151,18 @@ impl Workload for BatchJob {
         same_gauges == *old
     }
 
+    fn same_for_origin(
+        old: &CachedStatus,
+        new: &CachedStatus,
+        gauges: bool,
+        redispatch_possible: bool,
+    ) -> bool {
+        // Interim conditions are copied when the mirror finishes (`translate_status`); the
+        // terminal ones are compared, so both are finished or neither.
+        let interim = redispatch_possible && crate::job::finished(new).is_none();
+        old.equal_but(new, gauges, interim)
+    }
+
     fn reported(status: &CachedStatus) -> Option<Intent> {
         crate::dispatched::recorded(&status.expand())
     }

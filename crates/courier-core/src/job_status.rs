@@ -306,6 +306,44 @@ impl CachedStatus {
         }
     }
 
+    /// `completedIndexes` and `failedIndexes`.
+    fn indexes(&self) -> (Option<&String>, Option<&String>) {
+        let rare = self.rare.as_deref();
+        (
+            rare.and_then(|r| r.completed_indexes.as_ref()),
+            rare.and_then(|r| r.failed_indexes.as_ref()),
+        )
+    }
+
+    /// Whether `self` equals `other` but for the gauges of running pods (`active`, `ready`,
+    /// `terminating`; when `gauges`) and the interim conditions (`SuccessCriteriaMet`,
+    /// `FailureTarget`, whatever their status; when `interim`), and whatever the uncounted pods
+    /// (status translation does not copy them). No conditions and an empty list are alike (status
+    /// translation reads both as none).
+    pub fn equal_but(&self, other: &CachedStatus, gauges: bool, interim: bool) -> bool {
+        let kept = |c: &&Condition| {
+            !(interim
+                && [condition::SUCCESS_CRITERIA_MET, condition::FAILURE_TARGET]
+                    .contains(&c.type_()))
+        };
+        fn all(s: &CachedStatus) -> &[Condition] {
+            s.conditions.as_deref().unwrap_or_default()
+        }
+        (gauges
+            || (self.active == other.active
+                && self.ready == other.ready
+                && self.terminating == other.terminating))
+            && self.succeeded == other.succeeded
+            && self.failed == other.failed
+            && self.start_time == other.start_time
+            && self.completion_time == other.completion_time
+            && self.indexes() == other.indexes()
+            && all(self)
+                .iter()
+                .filter(kept)
+                .eq(all(other).iter().filter(kept))
+    }
+
     /// The JSON merge patch of `/status` from `old` to `self`: the same as
     /// [`crate::merge_patch::status_patch`] of the two, built member by member: a member equal on
     /// both sides encodes alike and is not encoded at all (the times above all: formatting them was

@@ -109,7 +109,10 @@ pub use crate::hints::{Avoid, AvoidKind, Hints, OutOfSync};
 
 mod paths;
 mod plan;
+mod quiet;
 pub mod view;
+
+pub use quiet::mirror_change_matters;
 
 /// Why a Job object could not be read into a view.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -140,6 +140,17 @@ pub trait Workload: fmt::Debug + Clone + PartialEq + Default + 'static {
     /// `new` differs from `old` in the gauges of running pods only (a Job's `active`, `ready`,
     /// `terminating`), nothing else.
     fn gauges_only(old: &Self::Status, new: &Self::Status) -> bool;
+    /// Status translation writes the same from the mirror status `new` as from `old`, but for
+    /// the gauges of running pods (when `gauges`: the worker counts finished pods next) and what
+    /// is not copied while the origin may still be re-dispatched (when `redispatch_possible`: a
+    /// Job's interim conditions, until the mirror finishes). See
+    /// [`crate::reconcile::mirror_change_matters`].
+    fn same_for_origin(
+        old: &Self::Status,
+        new: &Self::Status,
+        gauges: bool,
+        redispatch_possible: bool,
+    ) -> bool;
     /// The JSON merge patch of the origin's `/status` from `old` to `new` (explicit nulls for
     /// cleared fields, `{}` when nothing changed); an error when either does not encode as JSON.
     /// By default both are encoded whole and diffed; a kind may skip encoding what it can tell is

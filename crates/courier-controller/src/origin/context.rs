@@ -48,6 +48,8 @@ pub struct Ctx {
     pub synced: Arc<Notify>,
     /// What reconciles remember between decisions (starts empty).
     pub memory: Memory,
+    /// The origin writes in flight (their echo on the watch is not queued: [`super::echo`]).
+    pub writes: super::echo::Writes,
 }
 
 /// Hints and waits per origin, in memory only.

@@ -2,13 +2,15 @@
 //! `spec.managedBy` is Courier's, trimmed: see [`store`]), the work queue's workers, and reconcile
 //! ([`reconcile`]).
 //!
-//! Keys come from origin events (only when the resourceVersion changed), mirror events on any
-//! worker (a mirror and its origin share `namespace/name`), cluster changes (readiness, add/remove,
+//! Keys come from origin events (only when the resourceVersion changed; during a write of the key,
+//! only if not just its own answer: [`echo`]), mirror events on any worker that may change a
+//! decision (a mirror and its origin share `namespace/name`), cluster changes (readiness, add/remove,
 //! labels/weight/paused: see `Ctx::on_cluster_changed`), decisions' own requeues, retries with
 //! backoff, and a periodic resync.
 
 mod answer;
 mod context;
+mod echo;
 mod execute;
 pub mod reconcile;
 mod request;
@@ -43,7 +45,12 @@ pub async fn watch_origins(shared: Arc<Ctx>) {
         &shared.token,
         origins,
         |change| match change {
-            Change::Stored(key) => shared.queue.add(key),
+            // A change while our write of the key is in flight waits for its end (`echo`).
+            Change::Stored(key) => {
+                if !shared.writes.hold(&key) {
+                    shared.queue.add(key);
+                }
+            }
             Change::Deleted(key) => {
                 debug!(origin = %key, "origin gone");
                 shared.forget_origin(&key);

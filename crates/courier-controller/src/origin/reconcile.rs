@@ -44,6 +44,7 @@ use tracing::{debug, info, warn};
 
 use super::Ctx;
 use super::answer::{WriteAnswer, metadata_applied};
+use super::echo::Writing;
 use super::execute::execute;
 use super::get_origin_json;
 use super::request;
@@ -330,11 +331,17 @@ where
     // request builder's strings ([`request::merge_patch`]).
     let request = request::merge_patch::<K>(key, status, patch)
         .map_err(|e| CallError::from_kube(kube::Error::BuildRequest(e)))?;
-    with_timeout(
+    // Only a write made from a known version can tell its own echo on the watch (`echo`).
+    let mut writing = sent_version(patch).and_then(|_| Writing::begin(shared, key));
+    let answer = with_timeout(
         shared.tuning.request_timeout,
         shared.mgmt.request::<K>(request),
     )
-    .await
+    .await;
+    if let (Some(w), Ok(obj)) = (writing.as_mut(), &answer) {
+        w.answered(obj.meta().resource_version.clone());
+    }
+    answer
 }
 
 /// The resourceVersion a write was made from (its precondition).

@@ -14,7 +14,8 @@ use super::{Cluster, Registry};
 use crate::config::{ControllerConfig, Tuning};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
-use crate::queue::WorkQueue;
+use crate::queue::{ObjectKey, WorkQueue};
+use courier_core::reconcile::MirrorView;
 
 /// What the registry asks of the layers above it.
 pub trait Hooks: Send + Sync {
@@ -33,6 +34,10 @@ pub trait Hooks: Send + Sync {
     fn namespace_changed(&self, namespace: &str);
     /// A cache the registry keeps has synced: readiness may have changed.
     fn ready_changed(&self);
+    /// Whether the new version `new` of the mirror of origin `key` (cached as `old`) may change
+    /// its decision ([`courier_core::reconcile::mirror_change_matters`] on the cached origin;
+    /// true without one): only then does the mirror watch queue the origin.
+    fn mirror_change_matters(&self, key: &ObjectKey, old: &MirrorView, new: &MirrorView) -> bool;
     /// Sweeps `cluster`'s stale and orphaned mirrors before it turns Ready; resolves to how many
     /// were deleted.
     fn sweep(&self, cluster: Arc<Cluster>) -> BoxFuture<'static, usize>;

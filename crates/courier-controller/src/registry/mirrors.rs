@@ -157,12 +157,17 @@ impl MirrorCache {
 }
 
 /// The part of a [`MirrorCache`] one watch fills: everything (`None`) or one namespace.
-struct Scoped<'a> {
+struct Scoped<'a, M> {
     cache: &'a MirrorCache,
     scope: WatchScope,
+    /// Whether a new version may change its origin's decision (old, new).
+    matters: M,
 }
 
-impl Cache<SlimJob> for Scoped<'_> {
+impl<M> Cache<SlimJob> for Scoped<'_, M>
+where
+    M: Fn(&ObjectKey, &MirrorView, &MirrorView) -> bool + Send + Sync,
+{
     type Key = ObjectKey;
 
     fn key_of(&self, obj: &SlimJob) -> Option<ObjectKey> {
@@ -170,7 +175,8 @@ impl Cache<SlimJob> for Scoped<'_> {
     }
 
     fn store(&self, key: &ObjectKey, obj: SlimJob) -> bool {
-        self.cache.store(key, obj)
+        self.cache
+            .store(key, obj, |old, new| (self.matters)(key, old, new))
     }
 
     fn drop_key(&self, key: &ObjectKey) -> bool {
@@ -203,32 +209,50 @@ impl MirrorCache {
         ))
     }
 
-    /// True if the entry is new or changed (another resourceVersion).
-    fn store(&self, key: &ObjectKey, obj: SlimJob) -> bool {
+    /// True if the entry is new, or changed in a way that may change its origin's decision
+    /// (`matters(old, new)`, [`super::Hooks::mirror_change_matters`]). A change that does not is
+    /// cached all the same (the next reconcile reads it), keeping the time the version it
+    /// replaces arrived: that version's copy to the origin is what is still pending, if anything.
+    fn store(
+        &self,
+        key: &ObjectKey,
+        obj: SlimJob,
+        matters: impl FnOnce(&MirrorView, &MirrorView) -> bool,
+    ) -> bool {
         // A version cached already (the mirror we created, see `created`) is not trimmed again.
-        if let Some(rv) = obj.metadata.resource_version.as_deref()
-            && self
-                .read()
-                .map
-                .get(key)
-                .is_some_and(|old| old.resource_version == rv)
-        {
-            return false;
-        }
-        let Some((_, entry)) = trim(&obj) else {
+        let old = {
+            let inner = self.read();
+            let old = inner.map.get(key);
+            if let Some(rv) = obj.metadata.resource_version.as_deref()
+                && old.is_some_and(|old| old.resource_version == rv)
+            {
+                return false;
+            }
+            old.cloned()
+        };
+        let Some((_, mut entry)) = trim(&obj) else {
             // Unreadable now: what was cached under its name is no longer what is there.
             return self.write().map.remove(key).is_some();
         };
+        // Judged outside the lock (it reads the origin cache).
+        let quiet = old
+            .as_ref()
+            .is_some_and(|old| !matters(&old.view, &entry.view));
         let mut inner = self.write();
-        if inner
-            .map
-            .get(key)
-            .is_some_and(|old| old.resource_version == entry.resource_version)
-        {
+        let cached = inner.map.get(key);
+        if cached.is_some_and(|c| c.resource_version == entry.resource_version) {
             return false;
         }
+        // Quiet only against the version it was judged against (`created` may have come between).
+        let quiet = quiet
+            && cached
+                .zip(old.as_ref())
+                .is_some_and(|(c, old)| Arc::ptr_eq(&c.view, &old.view));
+        if quiet && let Some(old) = &old {
+            entry.observed_at = old.observed_at;
+        }
         inner.map.insert(key.clone(), entry);
-        true
+        !quiet
     }
 
     fn drop_key(&self, key: &ObjectKey) -> bool {
@@ -296,7 +320,8 @@ pub fn trim(obj: &SlimJob) -> Option<(ObjectKey, MirrorEntry)> {
 }
 
 /// Runs one watch of `cluster`'s mirrors in `scope` (a namespace, or cluster-wide) with `client`
-/// until `token` is cancelled. Every change queues the origin with the same `namespace/name`.
+/// until `token` is cancelled. Every change that may change a decision queues the origin with the
+/// same `namespace/name` ([`MirrorCache::store`]).
 pub async fn watch(
     shared: Arc<Ctx>,
     cluster: Arc<Cluster>,
@@ -317,6 +342,9 @@ pub async fn watch(
     let scoped = Scoped {
         cache,
         scope: scope.clone(),
+        matters: |key: &ObjectKey, old: &MirrorView, new: &MirrorView| {
+            shared.hooks.mirror_change_matters(key, old, new)
+        },
     };
     let place = scope.as_deref().unwrap_or("(all namespaces)");
     watch::run(api, config, backoff, &token, &scoped, |change| match change {
@@ -355,6 +383,7 @@ mod tests {
         let scoped = Scoped {
             cache: &cache,
             scope: Some("team-a".into()),
+            matters: |_: &ObjectKey, _: &MirrorView, _: &MirrorView| true,
         };
         scoped.mark_synced();
         assert!(cache.is_synced() && cache.is_synced_for("team-a"));
@@ -367,6 +396,7 @@ mod tests {
         Scoped {
             cache: &cache,
             scope: None,
+            matters: |_: &ObjectKey, _: &MirrorView, _: &MirrorView| true,
         }
         .mark_synced();
         assert!(cache.is_synced_for("team-b"));

@@ -722,3 +722,4 @@ mod views;
 
 mod after_write;
 mod intent;
+mod quiet;

@@ -11,15 +11,15 @@ use proptest::prelude::*;
 use super::*;
 
 /// The API servers as decisions see them: the origin, and each worker's mirror as JSON.
-struct Model {
-    w: World,
-    mirrors: BTreeMap<String, Value>,
+pub(super) struct Model {
+    pub(super) w: World,
+    pub(super) mirrors: BTreeMap<String, Value>,
     version: u64,
 }
 
 /// Something that happens outside Courier between reconciles.
 #[derive(Debug, Clone)]
-enum Outside {
+pub(super) enum Outside {
     /// The current mirror's worker moves it on to this status.
     Progress(usize),
     /// Someone deletes the mirror on `cluster`.
@@ -85,7 +85,27 @@ impl Model {
         }
     }
 
-    fn sync(&mut self, cluster: &str) {
+    /// A Job placed and reconciled, then each of `events` followed by the reconciles it causes.
+    pub(super) fn run(
+        ttl: Option<u64>,
+        max_redispatch: u32,
+        create_namespaces: bool,
+        suspended: bool,
+        events: &[Outside],
+    ) -> Result<Self, TestCaseError> {
+        let mut m = Model::new(ttl, max_redispatch, create_namespaces);
+        m.w.origin["spec"]["suspend"] = json!(suspended);
+        m.sync("a");
+        m.sync("b");
+        m.reconcile()?;
+        for e in events {
+            m.happen(e);
+            m.reconcile()?;
+        }
+        Ok(m)
+    }
+
+    pub(super) fn sync(&mut self, cluster: &str) {
         let ready = self.w.clusters.iter().any(|c| c.name == cluster && c.ready);
         let observation = match (ready, self.mirrors.get(cluster)) {
             (false, _) => MirrorObservation::Unknown,
@@ -256,7 +276,7 @@ impl Model {
     }
 }
 
-fn outside() -> impl Strategy<Value = Outside> {
+pub(super) fn outside() -> impl Strategy<Value = Outside> {
     prop_oneof![
         6 => (0usize..6).prop_map(Outside::Progress),
         1 => (0usize..2).prop_map(Outside::MirrorDeleted),
@@ -284,15 +304,7 @@ proptest! {
         suspended in proptest::bool::weighted(0.2),
         events in proptest::collection::vec(outside(), 0..12),
     ) {
-        let mut m = Model::new(ttl, max_redispatch, create_namespaces);
-        m.w.origin["spec"]["suspend"] = json!(suspended);
-        m.sync("a");
-        m.sync("b");
-        m.reconcile()?;
-        for e in &events {
-            m.happen(e);
-            m.reconcile()?;
-        }
+        Model::run(ttl, max_redispatch, create_namespaces, suspended, &events)?;
     }
 }
 
