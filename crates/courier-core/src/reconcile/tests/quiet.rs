@@ -258,3 +258,52 @@ fn a_change_that_idles_the_mirror_matters_while_a_refused_change_waits() {
     assert!(!after.chains.is_empty(), "{:?}", kinds(&after));
     assert!(mirror_change_matters(&old, &new, &origin, &w.config));
 }
+
+/// `counting` holds back the gauges only while pods wait to be counted (found by `cargo mutants`:
+/// the property test above seldom reaches a mirror with uncounted pods). Gauges that move while
+/// pods wait are quiet; the version that ends the wait matters even when nothing else changed (the
+/// gauges held back are copied then); a change of the interim conditions alone is quiet while a
+/// re-dispatch is left, with no pods to count as well. The views are built as the mirror watch
+/// builds them (`registry::mirrors::trim`): the uncounted pods out of the status, only whether
+/// there are any kept.
+#[test]
+fn counting_holds_back_the_gauges_only_while_pods_wait() {
+    let running = json!({"startTime": "2026-05-01T09:00:00Z", "active": 2, "ready": 2,
+                         "terminating": 0});
+    let mut waiting = running.clone();
+    waiting["active"] = json!(1);
+    waiting["ready"] = json!(1);
+    let mut still_waiting = waiting.clone();
+    still_waiting["ready"] = json!(0);
+    let mut interim = running.clone();
+    interim["conditions"] = json!([{"type": "SuccessCriteriaMet", "status": "True",
+        "reason": "CompletionsReached", "lastTransitionTime": "2026-05-01T09:10:00Z",
+        "lastProbeTime": "2026-05-01T09:10:00Z"}]);
+    let view = |s: &Value, counting: bool| {
+        let mut v = MirrorView::from_json(&mirror_json(1, s.clone())).expect("view");
+        v.counting = counting;
+        v
+    };
+    let mut w = World::new().with_intent("a", 1, 0).reported("a", 1);
+    w.config.max_redispatch = 1;
+    let origin = OriginView::from_json(&w.origin).expect("origin view");
+    let matters =
+        |old: &MirrorView, new: &MirrorView| mirror_change_matters(old, new, &origin, &w.config);
+    let (running, interim) = (view(&running, false), view(&interim, false));
+    let (waiting, waited) = (view(&waiting, true), view(&waiting, false));
+    let still_waiting = view(&still_waiting, true);
+    assert!(
+        !matters(&running, &waiting),
+        "gauges as a pod starts to wait"
+    );
+    assert!(!matters(&waiting, &still_waiting), "gauges while it waits");
+    assert!(
+        matters(&waiting, &waited),
+        "the wait ends: the gauges go through"
+    );
+    assert!(
+        !matters(&running, &interim),
+        "interim conditions, no pod waiting"
+    );
+    assert!(matters(&running, &waited), "gauges, no pod waiting");
+}
