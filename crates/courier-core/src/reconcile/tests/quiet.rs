@@ -307,3 +307,33 @@ fn counting_holds_back_the_gauges_only_while_pods_wait() {
     );
     assert!(matters(&running, &waited), "gauges, no pod waiting");
 }
+
+/// The indexes of an Indexed Job are copied to the origin: a version that changes only which
+/// indexes completed or failed matters, whatever the pods waiting to be counted and the
+/// re-dispatches left (found by `cargo mutants`: no other test changed them alone).
+#[test]
+fn a_change_of_the_indexes_alone_matters() {
+    let base = json!({"startTime": "2026-05-01T09:00:00Z", "active": 1, "ready": 1,
+                      "terminating": 0, "succeeded": 2, "failed": 1,
+                      "completedIndexes": "0-1", "failedIndexes": "3"});
+    let mut completed = base.clone();
+    completed["completedIndexes"] = json!("0,2");
+    let mut failed = base.clone();
+    failed["failedIndexes"] = json!("4");
+    let mut w = World::new().with_intent("a", 1, 0).reported("a", 1);
+    w.config.max_redispatch = 1;
+    let origin = OriginView::from_json(&w.origin).expect("origin view");
+    for counting in [false, true] {
+        let view = |s: &Value| {
+            let mut v = MirrorView::from_json(&mirror_json(1, s.clone())).expect("view");
+            v.counting = counting;
+            v
+        };
+        for (new, what) in [(&completed, "completedIndexes"), (&failed, "failedIndexes")] {
+            assert!(
+                mirror_change_matters(&view(&base), &view(new), &origin, &w.config),
+                "{what} changed (counting: {counting})"
+            );
+        }
+    }
+}
