@@ -259,6 +259,21 @@ fn a_change_that_idles_the_mirror_matters_while_a_refused_change_waits() {
     assert!(mirror_change_matters(&old, &new, &origin, &w.config));
 }
 
+/// The origin `a`, dispatched and reported, with one re-dispatch allowed.
+fn dispatched_with_a_redispatch_left() -> World {
+    let mut w = World::new().with_intent("a", 1, 0).reported("a", 1);
+    w.config.max_redispatch = 1;
+    w
+}
+
+/// A mirror view as the mirror watch builds it (`registry::mirrors::trim`): the uncounted pods out
+/// of the status, only whether there are any (`counting`) kept.
+fn watched_view(status: &Value, counting: bool) -> MirrorView {
+    let mut v = MirrorView::from_json(&mirror_json(1, status.clone())).expect("view");
+    v.counting = counting;
+    v
+}
+
 /// `counting` holds back the gauges only while pods wait to be counted (found by `cargo mutants`:
 /// the property test above seldom reaches a mirror with uncounted pods). Gauges that move while
 /// pods wait are quiet; the version that ends the wait matters even when nothing else changed (the
@@ -279,13 +294,8 @@ fn counting_holds_back_the_gauges_only_while_pods_wait() {
     interim["conditions"] = json!([{"type": "SuccessCriteriaMet", "status": "True",
         "reason": "CompletionsReached", "lastTransitionTime": "2026-05-01T09:10:00Z",
         "lastProbeTime": "2026-05-01T09:10:00Z"}]);
-    let view = |s: &Value, counting: bool| {
-        let mut v = MirrorView::from_json(&mirror_json(1, s.clone())).expect("view");
-        v.counting = counting;
-        v
-    };
-    let mut w = World::new().with_intent("a", 1, 0).reported("a", 1);
-    w.config.max_redispatch = 1;
+    let view = watched_view;
+    let w = dispatched_with_a_redispatch_left();
     let origin = OriginView::from_json(&w.origin).expect("origin view");
     let matters =
         |old: &MirrorView, new: &MirrorView| mirror_change_matters(old, new, &origin, &w.config);
@@ -320,15 +330,10 @@ fn a_change_of_the_indexes_alone_matters() {
     completed["completedIndexes"] = json!("0,2");
     let mut failed = base.clone();
     failed["failedIndexes"] = json!("4");
-    let mut w = World::new().with_intent("a", 1, 0).reported("a", 1);
-    w.config.max_redispatch = 1;
+    let w = dispatched_with_a_redispatch_left();
     let origin = OriginView::from_json(&w.origin).expect("origin view");
     for counting in [false, true] {
-        let view = |s: &Value| {
-            let mut v = MirrorView::from_json(&mirror_json(1, s.clone())).expect("view");
-            v.counting = counting;
-            v
-        };
+        let view = |s: &Value| watched_view(s, counting);
         for (new, what) in [(&completed, "completedIndexes"), (&failed, "failedIndexes")] {
             assert!(
                 mirror_change_matters(&view(&base), &view(new), &origin, &w.config),
