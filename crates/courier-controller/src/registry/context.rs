@@ -1,7 +1,8 @@
 //! What the registry's tasks (the WorkerCluster and Secret watches, one task per cluster) need from
-//! the rest of the controller: values, and [`Hooks`] for the few things only the layers above know
-//! (which origins a cluster change affects, the garbage collector, readiness). The registry never
-//! reaches into those layers itself.
+//! the rest of the controller: values, and [`Hooks`] for what only the layers above know (the
+//! origins placed on a cluster and their namespaces, which origins a cluster or namespace change
+//! affects, whether a mirror change can change a decision, the sweep of stale mirrors, readiness).
+//! The registry never reaches into those layers itself.
 
 use std::sync::Arc;
 
