@@ -53,6 +53,16 @@ impl std::fmt::Display for ObjectKey {
     }
 }
 
+/// The hasher of the controller's maps keyed by [`ObjectKey`] (the queue, the origin and mirror
+/// caches, the write bookkeeping: several lookups per watch event and per reconcile): foldhash,
+/// several times cheaper than std's SipHash on two short strings. The keys are names users
+/// choose (HashDoS); foldhash seeds every map at random per process, so no set of names that
+/// collide can be prepared outside the process.
+pub type KeyHasher = foldhash::fast::RandomState;
+
+/// A map keyed by [`ObjectKey`], with [`KeyHasher`].
+pub type KeyMap<V> = HashMap<ObjectKey, V, KeyHasher>;
+
 /// Capacity a drained lane may keep (see [`State::release_drained`]).
 const KEPT_CAPACITY: usize = 1024;
 
@@ -62,24 +72,24 @@ struct State {
     urgent: VecDeque<ObjectKey>,
     /// Keys waiting (in either lane), with when they started waiting; an entry of a lane whose
     /// key is not here is stale.
-    queued: HashMap<ObjectKey, Instant>,
+    queued: KeyMap<Instant>,
     /// Keys with an entry in `urgent`, with when they were made urgent.
-    in_urgent: HashMap<ObjectKey, Instant>,
+    in_urgent: KeyMap<Instant>,
     /// Keys being processed, and whether each was handed out from the urgent lane.
-    processing: HashMap<ObjectKey, bool>,
+    processing: KeyMap<bool>,
     /// Keys handed out from the normal lane and not done yet.
     normal_in_flight: usize,
     /// The most normal-lane keys handed out at once (see [`WorkQueue::limit_normal`]).
     normal_limit: usize,
     /// Keys added while processing, and whether one of those adds was urgent.
-    dirty: HashMap<ObjectKey, bool>,
+    dirty: KeyMap<bool>,
     /// Deadline per delayed key, and the same entries ordered by deadline (seq breaks ties).
-    delayed: HashMap<ObjectKey, (Instant, u64)>,
+    delayed: KeyMap<(Instant, u64)>,
     timeline: BTreeMap<(Instant, u64), ObjectKey>,
     seq: u64,
-    failures: HashMap<ObjectKey, u32>,
+    failures: KeyMap<u32>,
     /// Keys not to be handed out before a moment a server asked for (`Retry-After`).
-    held: HashMap<ObjectKey, Instant>,
+    held: KeyMap<Instant>,
 }
 
 impl State {
@@ -137,8 +147,8 @@ impl State {
         if grown {
             self.ready = VecDeque::new();
             self.urgent = VecDeque::new();
-            self.queued = HashMap::new();
-            self.in_urgent = HashMap::new();
+            self.queued = KeyMap::default();
+            self.in_urgent = KeyMap::default();
         }
     }
 
@@ -200,7 +210,7 @@ impl State {
             self.enqueue(key, false);
         }
         if self.delayed.is_empty() && self.delayed.capacity() > KEPT_CAPACITY {
-            self.delayed = HashMap::new();
+            self.delayed = KeyMap::default();
         }
     }
 }

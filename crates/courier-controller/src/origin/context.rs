@@ -2,7 +2,6 @@
 //! the queue, the clients, and what reconciles remember between decisions (hints and waits). Built
 //! in `shared`; the garbage collector, the snapshots and the web view read it too.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use courier_api::LABEL_CLUSTER;
@@ -19,7 +18,7 @@ use crate::events::EventRecorder;
 use crate::leader::Leadership;
 use crate::locks::MutexExt as _;
 use crate::metrics::Metrics;
-use crate::queue::{ObjectKey, WorkQueue};
+use crate::queue::{KeyMap, ObjectKey, WorkQueue};
 use crate::registry::Registry;
 
 /// What the last decision for an origin waits for.
@@ -55,8 +54,8 @@ pub struct Ctx {
 /// Hints and waits per origin, in memory only.
 #[derive(Default)]
 pub struct Memory {
-    hints: Mutex<HashMap<ObjectKey, (String, Hints)>>,
-    waits: Mutex<HashMap<ObjectKey, WaitNote>>,
+    hints: Mutex<KeyMap<(String, Hints)>>,
+    waits: Mutex<KeyMap<WaitNote>>,
 }
 
 impl Ctx {

@@ -10,18 +10,17 @@
 //! before then anyway: it is in flight, and an add would only mark it for after). A write that
 //! fails, or a cache at any other version (someone else's write after ours), queues the key.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::locks::MutexExt as _;
-use crate::queue::ObjectKey;
+use crate::queue::{KeyMap, ObjectKey};
 
 use super::Ctx;
 
 /// The origin writes in flight, by key: whether a change of the key arrived meanwhile.
 #[derive(Default)]
 pub struct Writes {
-    in_flight: Mutex<HashMap<ObjectKey, bool>>,
+    in_flight: Mutex<KeyMap<bool>>,
 }
 
 impl Writes {

@@ -344,11 +344,11 @@ where
     answer
 }
 
-/// The resourceVersion a write was made from (its precondition).
+/// The resourceVersion a write was made from (its precondition). Two member lookups, not
+/// `Value::pointer`, which allocates a `String` per path segment (about 1 % of the controller's
+/// CPU, three calls per write).
 fn sent_version(patch: &Value) -> Option<&str> {
-    patch
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
+    patch.get("metadata")?.get("resourceVersion")?.as_str()
 }
 
 /// Puts the server's answer to our own metadata write (`patch`, which carries the resourceVersion
@@ -507,6 +507,52 @@ async fn publish(shared: &Ctx, event: events::Event, reference: ObjectReference)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// A patch's `metadata` as decide writes it or damaged: absent, not an object, with or without
+    /// a resourceVersion of any JSON kind, with other members (the intent's labels, annotations).
+    fn patch() -> impl Strategy<Value = Value> {
+        let rv = prop_oneof![
+            Just(None),
+            Just(Some(Value::Null)),
+            any::<u64>().prop_map(|n| Some(json!(n))),
+            "[0-9a-z/~]{0,6}".prop_map(|s| Some(json!(s))),
+        ];
+        let meta = prop_oneof![
+            Just(None),
+            Just(Some(json!("metadata"))),
+            (rv, any::<bool>()).prop_map(|(rv, labels)| {
+                let mut m = serde_json::Map::new();
+                if labels {
+                    m.insert("labels".into(), json!({"courier.dev/cluster": "a"}));
+                }
+                if let Some(rv) = rv {
+                    m.insert("resourceVersion".into(), rv);
+                }
+                Some(Value::Object(m))
+            }),
+        ];
+        (meta, any::<bool>()).prop_map(|(meta, status)| {
+            let mut p = serde_json::Map::new();
+            if let Some(meta) = meta {
+                p.insert("metadata".into(), meta);
+            }
+            if status {
+                p.insert("status".into(), json!({"active": 1}));
+            }
+            Value::Object(p)
+        })
+    }
+
+    proptest! {
+        /// `sent_version` reads what `Value::pointer` reads. Seen failing with the member name
+        /// misspelt (`resourceversion`).
+        #[test]
+        fn sent_version_reads_what_the_pointer_reads(p in patch()) {
+            let pointer = p.pointer("/metadata/resourceVersion").and_then(Value::as_str);
+            prop_assert_eq!(sent_version(&p), pointer);
+        }
+    }
 
     #[test]
     fn notes_are_cut_at_a_char_boundary() {

@@ -38,7 +38,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tracing::warn;
 
-use crate::queue::ObjectKey;
+use crate::queue::{KeyMap, ObjectKey};
 use crate::watch::{Cache, SlimJob};
 
 /// The spec fields an origin's view is read from (the spec facts decisions read,
@@ -193,7 +193,7 @@ struct SourceMeta<'a> {
 
 #[derive(Default)]
 struct Inner {
-    map: HashMap<ObjectKey, Arc<OriginEntry>>,
+    map: KeyMap<Arc<OriginEntry>>,
     /// Unfinished origins per intent cluster (`currentMirrors`, placement load).
     placed: HashMap<String, u32>,
     /// A re-list is under way (it replaces whatever it lists).
@@ -201,7 +201,7 @@ struct Inner {
     /// Versions our own writes put into the cache before the watch delivered them. resourceVersions
     /// are opaque (never compared as numbers): the watch delivers one object's versions in order,
     /// so until it delivers this one, what it delivers for the key is older.
-    ahead: HashMap<ObjectKey, String>,
+    ahead: KeyMap<String>,
 }
 
 impl Inner {

@@ -22,7 +22,7 @@
 //! finished mirror (`entry_memory.rs` bounds it).
 
 use crate::locks::{MutexExt as _, RwLockExt as _};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use courier_api::{LABEL_EPOCH, LABEL_ORIGIN, LABEL_ORIGIN_UID};
@@ -42,7 +42,7 @@ use tracing::{debug, warn};
 use super::Cluster;
 use super::Ctx;
 use crate::backoff::Backoff;
-use crate::queue::ObjectKey;
+use crate::queue::{KeyMap, ObjectKey};
 use crate::watch::{self, Cache, Change, SlimJob};
 
 /// One cached mirror.
@@ -56,7 +56,7 @@ pub struct MirrorEntry {
 
 #[derive(Default)]
 struct Inner {
-    map: HashMap<ObjectKey, MirrorEntry>,
+    map: KeyMap<MirrorEntry>,
 }
 
 /// The mirrors of this origin id on one worker, by `namespace/name` (the origin's key).
@@ -228,7 +228,8 @@ impl MirrorCache {
             {
                 return false;
             }
-            old.cloned()
+            // The view (to judge against, shared) and its arrival time: no copy of the entry.
+            old.map(|old| (old.view.clone(), old.observed_at))
         };
         let Some((_, mut entry)) = trim(&obj) else {
             // Unreadable now: what was cached under its name is no longer what is there.
@@ -237,7 +238,7 @@ impl MirrorCache {
         // Judged outside the lock (it reads the origin cache).
         let quiet = old
             .as_ref()
-            .is_some_and(|old| !matters(&old.view, &entry.view));
+            .is_some_and(|(view, _)| !matters(view, &entry.view));
         let mut inner = self.write();
         let cached = inner.map.get(key);
         if cached.is_some_and(|c| c.resource_version == entry.resource_version) {
@@ -247,9 +248,9 @@ impl MirrorCache {
         let quiet = quiet
             && cached
                 .zip(old.as_ref())
-                .is_some_and(|(c, old)| Arc::ptr_eq(&c.view, &old.view));
-        if quiet && let Some(old) = &old {
-            entry.observed_at = old.observed_at;
+                .is_some_and(|(c, (view, _))| Arc::ptr_eq(&c.view, view));
+        if quiet && let Some((_, observed_at)) = old {
+            entry.observed_at = observed_at;
         }
         inner.map.insert(key.clone(), entry);
         !quiet
