@@ -184,6 +184,7 @@ impl Shared {
             synced: synced.clone(),
             memory: origin::Memory::default(),
             writes: Default::default(),
+            placing: Default::default(),
         });
         let registry = Arc::new(registry::Ctx {
             cfg: cfg.clone(),

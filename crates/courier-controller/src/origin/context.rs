@@ -49,6 +49,8 @@ pub struct Ctx {
     pub memory: Memory,
     /// The origin writes in flight (their echo on the watch is not queued: [`super::echo`]).
     pub writes: super::echo::Writes,
+    /// Placement intents being written, by cluster (placement counts them: [`super::placing`]).
+    pub placing: super::placing::Placing,
 }
 
 /// Hints and waits per origin, in memory only.

@@ -170,12 +170,15 @@ async fn perform(
             patch,
             ..
         } => {
+            // Counts for the cluster's load until the cache has it (`placing`).
+            let placement = shared.placing.begin(&cluster);
             let obj: SlimJob = patch_origin(shared, key, &patch, false)
                 .await
                 .map_err(step(format!(
                     "write the placement intent ({cluster}, epoch {epoch})"
                 )))?;
             write_through(shared, key, &patch, &obj);
+            drop(placement);
             if again {
                 shared.queue.add(key.clone());
             }

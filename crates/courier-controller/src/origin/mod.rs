@@ -12,6 +12,7 @@ mod answer;
 mod context;
 mod echo;
 mod execute;
+mod placing;
 pub mod reconcile;
 mod request;
 pub mod store;

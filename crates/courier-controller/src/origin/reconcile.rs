@@ -95,7 +95,11 @@ pub fn gather(shared: &Ctx, key: &ObjectKey) -> Option<Inputs> {
                 None
             },
             server_version: health.server_version.clone(),
-            current_mirrors: shared.origins.placed_on(&c.name),
+            // Intents being written count too: the cache learns of them only from the answer.
+            current_mirrors: shared
+                .origins
+                .placed_on(&c.name)
+                .saturating_add(shared.placing.on(&c.name)),
             degraded: server.stalled(),
             draining: c.draining(),
             duplicate: base.is_some(),
