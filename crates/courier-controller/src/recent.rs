@@ -4,14 +4,14 @@
 //! last event of an origin (same type, reason and note) counts up instead of taking a slot, like an
 //! event series.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::locks::MutexExt as _;
-use crate::queue::ObjectKey;
+use crate::queue::{KeyMap, ObjectKey};
 
 /// Events kept per origin.
 pub const PER_ORIGIN: usize = 20;
@@ -68,7 +68,7 @@ struct Ring {
 
 #[derive(Default)]
 struct Inner {
-    rings: HashMap<ObjectKey, Ring>,
+    rings: KeyMap<Ring>,
     /// (sequence number, origin) of every kept event, oldest first; entries of events already
     /// dropped (per-origin cap, forgotten origins) are skipped and compacted away.
     order: VecDeque<(u64, ObjectKey)>,
