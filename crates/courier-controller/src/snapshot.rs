@@ -254,13 +254,13 @@ pub fn explain(shared: &Ctx, key: &ObjectKey) -> Option<Explanation> {
         .iter()
         .map(|(cluster, o)| match o {
             MirrorObservation::Unknown => MirrorSnapshot {
-                cluster: cluster.clone(),
+                cluster: cluster.to_string(),
                 observation: "unknown (cluster not Ready or its cache not synced)".into(),
                 current: false,
                 conditions: Vec::new(),
             },
             MirrorObservation::Absent => MirrorSnapshot {
-                cluster: cluster.clone(),
+                cluster: cluster.to_string(),
                 observation: "no Job with this name".into(),
                 current: false,
                 conditions: Vec::new(),
@@ -280,7 +280,7 @@ pub fn explain(shared: &Ctx, key: &ObjectKey) -> Option<Explanation> {
                     m.status.failed.unwrap_or(0)
                 );
                 MirrorSnapshot {
-                    cluster: cluster.clone(),
+                    cluster: cluster.to_string(),
                     observation: format!(
                         "{} (epoch label {}): {state}",
                         match &verdict {

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
+use std::sync::Arc;
 
 use courier_core::job::JobSpecEssentials;
 use courier_core::mirror::mirror_for;
@@ -126,19 +127,18 @@ fn clusters(n: usize) -> Vec<ClusterView> {
     let regions = ["eu", "us", "ap", "sa"];
     (0..n)
         .map(|i| ClusterView {
-            name: format!("worker-{i:03}"),
-            labels: BTreeMap::from([
+            name: format!("worker-{i:03}").into(),
+            labels: Arc::new(BTreeMap::from([
                 ("region".to_string(), regions[i % regions.len()].to_string()),
                 (
                     "gpu".to_string(),
                     if i % 3 == 0 { "a100" } else { "none" }.to_string(),
                 ),
-            ]),
+            ])),
             weight: 1 + (i % 3) as u32,
             paused: i % 17 == 0,
             ready: i % 23 != 0,
             not_ready_since: None,
-            server_version: Some("v1.36.2".into()),
             current_mirrors: (i * 37 % 101) as u32,
             degraded: false,
             draining: false,

@@ -12,6 +12,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use courier_api::WorkerCluster;
 use jiff::Timestamp;
@@ -19,11 +20,15 @@ use jiff::Timestamp;
 use crate::selector::{ClusterSelector, SelectorError};
 
 /// What placement (and the reconciler) knows about one registered worker cluster.
+///
+/// The parts that change only with the WorkerCluster (name, labels, selectors) are shared
+/// (`Arc`): the controller builds them once per WorkerCluster change, and a reconcile, which views
+/// every registered cluster, only counts references.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterView {
-    pub name: String,
+    pub name: Arc<str>,
     /// The WorkerCluster's labels (what cluster selectors match).
-    pub labels: BTreeMap<String, String>,
+    pub labels: Arc<BTreeMap<String, String>>,
     /// Share of placements; 0 = never chosen.
     pub weight: u32,
     pub paused: bool,
@@ -31,7 +36,6 @@ pub struct ClusterView {
     pub ready: bool,
     /// When the cluster stopped being Ready (the `Ready` condition's lastTransitionTime), if it is not.
     pub not_ready_since: Option<Timestamp>,
-    pub server_version: Option<String>,
     /// Current mirrors on the cluster (all origins).
     pub current_mirrors: u32,
     /// Calls to the cluster are pending without answers (hung or overloaded, not yet judged by a
@@ -44,10 +48,10 @@ pub struct ClusterView {
     pub duplicate: bool,
     /// `spec.namespaceSelector`: which management namespaces it takes Jobs from (`None`: all); an
     /// invalid one (the message) takes none.
-    pub namespace_selector: Option<Result<ClusterSelector, String>>,
+    pub namespace_selector: Option<Arc<Result<ClusterSelector, String>>>,
     /// `spec.namespaces`: the worker namespaces Courier may use there (`None`: all). A mirror
     /// lands in its origin's namespace, so a Job from any other namespace is not taken.
-    pub namespaces: Option<Vec<String>>,
+    pub namespaces: Option<Arc<[String]>>,
 }
 
 impl ClusterView {
@@ -73,10 +77,12 @@ pub fn namespaces_note(wc: &WorkerCluster, namespace: &str) -> Option<String> {
 }
 
 /// A WorkerCluster's `spec.namespaceSelector`, parsed ([`ClusterView::namespace_selector`]).
-pub fn namespace_selector(wc: &WorkerCluster) -> Option<Result<ClusterSelector, String>> {
+pub fn namespace_selector(wc: &WorkerCluster) -> Option<Arc<Result<ClusterSelector, String>>> {
     wc.spec.namespace_selector.as_ref().map(|ls| {
-        ClusterSelector::from_label_selector(ls)
-            .map_err(|e| format!("invalid spec.namespaceSelector: {e}"))
+        Arc::new(
+            ClusterSelector::from_label_selector(ls)
+                .map_err(|e| format!("invalid spec.namespaceSelector: {e}")),
+        )
     })
 }
 
@@ -233,7 +239,7 @@ pub fn ineligibility(
     namespace_labels: &BTreeMap<String, String>,
     excluded: &Exclusions,
 ) -> Option<Ineligibility> {
-    let takes_namespace = match &cluster.namespace_selector {
+    let takes_namespace = match cluster.namespace_selector.as_deref() {
         None => true,
         Some(Ok(s)) => s.matches(namespace_labels),
         Some(Err(_)) => false,
@@ -252,7 +258,7 @@ pub fn ineligibility(
         Some(Ineligibility::Removing)
     } else if cluster.duplicate {
         Some(Ineligibility::Duplicate)
-    } else if let Some(why) = excluded.get(&cluster.name) {
+    } else if let Some(why) = excluded.get(&*cluster.name) {
         Some(*why)
     } else if cluster.paused {
         Some(Ineligibility::Paused)
@@ -289,7 +295,7 @@ pub fn choose_cluster<'a>(
     let mut best: Option<&ClusterView> = None;
     for cluster in clusters {
         match ineligibility(cluster, &parsed, namespace_labels, excluded) {
-            Some(reason) => rejected.push((cluster.name.clone(), reason)),
+            Some(reason) => rejected.push((cluster.name.to_string(), reason)),
             None => {
                 if best.is_none_or(|b| better(cluster, b) == Ordering::Less) {
                     best = Some(cluster);
@@ -329,15 +335,16 @@ pub(crate) mod tests {
     pub(crate) fn cluster(name: &str, labels: &[(&str, &str)]) -> ClusterView {
         ClusterView {
             name: name.into(),
-            labels: labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            labels: Arc::new(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
             weight: 1,
             paused: false,
             ready: true,
             not_ready_since: None,
-            server_version: Some("v1.36.0".into()),
             current_mirrors: 0,
             degraded: false,
             draining: false,
@@ -354,16 +361,14 @@ pub(crate) mod tests {
         let mut busy = cluster("b", &[]);
         busy.current_mirrors = 50;
         let clusters = [hung.clone(), busy];
-        let chosen =
-            choose_cluster(&clusters, None, &ns(), &Exclusions::new()).map(|c| c.name.as_str());
+        let chosen = choose_cluster(&clusters, None, &ns(), &Exclusions::new()).map(|c| &*c.name);
         assert_eq!(
             chosen,
             Ok("b"),
             "a responsive cluster wins even with more mirrors"
         );
         let only = [hung];
-        let chosen =
-            choose_cluster(&only, None, &ns(), &Exclusions::new()).map(|c| c.name.as_str());
+        let chosen = choose_cluster(&only, None, &ns(), &Exclusions::new()).map(|c| &*c.name);
         assert_eq!(
             chosen,
             Ok("a"),
@@ -376,7 +381,7 @@ pub(crate) mod tests {
     #[test]
     fn a_cluster_with_a_namespace_list_takes_only_those() {
         let mut w1 = cluster("w1", &[]);
-        w1.namespaces = Some(vec!["team-a".into(), "team-b".into()]);
+        w1.namespaces = Some(vec!["team-a".into(), "team-b".into()].into());
         let mut w2 = cluster("w2", &[]);
         w2.current_mirrors = 9;
         let team = |ns: &str| namespace_labels(ns, None);
@@ -449,23 +454,23 @@ pub(crate) mod tests {
         let mut a = cluster("a", &[]);
         let mut b = cluster("b", &[]);
         assert_eq!(
-            choose_cluster(&[b.clone(), a.clone()], None, &ns(), &none()).map(|c| &c.name),
-            Ok(&"a".to_string())
+            choose_cluster(&[b.clone(), a.clone()], None, &ns(), &none()).map(|c| &*c.name),
+            Ok("a")
         );
         a.current_mirrors = 1;
         assert_eq!(
-            choose_cluster(&[a.clone(), b.clone()], None, &ns(), &none()).map(|c| c.name.as_str()),
+            choose_cluster(&[a.clone(), b.clone()], None, &ns(), &none()).map(|c| &*c.name),
             Ok("b")
         );
         b.weight = 3;
         b.current_mirrors = 2; // (2+1)/3 = 1 < (1+1)/1 = 2
         assert_eq!(
-            choose_cluster(&[a.clone(), b.clone()], None, &ns(), &none()).map(|c| c.name.as_str()),
+            choose_cluster(&[a.clone(), b.clone()], None, &ns(), &none()).map(|c| &*c.name),
             Ok("b")
         );
         b.current_mirrors = 5; // 6/3 = 2 == 2/1: tie -> name
         assert_eq!(
-            choose_cluster(&[b, a], None, &ns(), &none()).map(|c| c.name.as_str()),
+            choose_cluster(&[b, a], None, &ns(), &none()).map(|c| &*c.name),
             Ok("a")
         );
     }
@@ -588,7 +593,7 @@ pub(crate) mod tests {
                 c.labels.get("region").map(String::as_str) == Some("eu")
                     && !c.draining
                     && !c.duplicate
-                    && !excluded.contains_key(&c.name)
+                    && !excluded.contains_key(&*c.name)
                     && !c.paused
                     && c.weight > 0
                     && c.ready
@@ -605,7 +610,7 @@ pub(crate) mod tests {
         let least = pool.iter().map(|c| load(c)).fold(f64::INFINITY, f64::min);
         pool.iter()
             .filter(|c| load(c) == least)
-            .map(|c| c.name.clone())
+            .map(|c| c.name.to_string())
             .min()
     }
 
@@ -637,7 +642,7 @@ pub(crate) mod tests {
                 c
             }).collect();
             let excluded: Exclusions = clusters.iter().zip(&excluded_mask)
-                .filter(|(_, x)| **x).map(|(c, _)| (c.name.clone(), Ineligibility::Refused)).collect();
+                .filter(|(_, x)| **x).map(|(c, _)| (c.name.to_string(), Ineligibility::Refused)).collect();
             let forward = choose_cluster(&clusters, Some("region=eu"), &ns(), &excluded);
             let mut reversed = clusters.clone();
             reversed.reverse();
@@ -645,7 +650,7 @@ pub(crate) mod tests {
             prop_assert_eq!(forward.clone().map(|c| c.name.clone()), backward.map(|c| c.name.clone()));
             let want = documented_choice(&clusters, &excluded);
             match forward {
-                Ok(chosen) => prop_assert_eq!(Some(chosen.name.clone()), want),
+                Ok(chosen) => prop_assert_eq!(Some(chosen.name.to_string()), want),
                 Err(NoEligibleCluster::NoneEligible { rejected, .. }) => {
                     prop_assert_eq!(want, None);
                     prop_assert_eq!(rejected.len(), clusters.len());

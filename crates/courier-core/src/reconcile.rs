@@ -247,7 +247,8 @@ pub struct InputOf<'a, W: Workload> {
     /// caller only has the cached view.
     pub origin_json: Option<&'a Value>,
     /// Per cluster name; a registered cluster missing here is `Unknown`.
-    pub mirrors: &'a BTreeMap<String, ObservationOf<W>>,
+    /// Keyed by the clusters' shared names ([`ClusterView::name`]): no copy per cluster.
+    pub mirrors: &'a BTreeMap<Arc<str>, ObservationOf<W>>,
     /// Every registered WorkerCluster.
     pub clusters: &'a [ClusterView],
     /// The labels of the origin's namespace in the management cluster (what WorkerClusters'

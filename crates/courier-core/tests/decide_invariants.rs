@@ -19,6 +19,7 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -166,13 +167,13 @@ impl Sim {
         self.clusters
             .iter()
             .filter(|c| !c.reachable || !c.synced)
-            .map(|c| c.view.name.clone())
+            .map(|c| c.view.name.to_string())
             .collect()
     }
 
     fn decide(&self) -> Decision {
         let origin = self.origin_view();
-        let mirrors: BTreeMap<String, MirrorObservation> = self
+        let mirrors: BTreeMap<Arc<str>, MirrorObservation> = self
             .clusters
             .iter()
             .map(|c| (c.view.name.clone(), self.observation(c)))
@@ -207,14 +208,14 @@ impl Sim {
     }
 
     fn cluster(&self, name: &str) -> &SimCluster {
-        match self.clusters.iter().find(|c| c.view.name == name) {
+        match self.clusters.iter().find(|c| &*c.view.name == name) {
             Some(c) => c,
             None => self.fail(&format!("unknown cluster {name}")),
         }
     }
 
     fn cluster_mut(&mut self, name: &str) -> &mut SimCluster {
-        let i = self.clusters.iter().position(|c| c.view.name == name);
+        let i = self.clusters.iter().position(|c| &*c.view.name == name);
         match i {
             Some(i) => &mut self.clusters[i],
             None => self.fail(&format!("unknown cluster {name}")),
@@ -375,13 +376,13 @@ impl Sim {
                 let running_elsewhere: Vec<String> = self
                     .clusters
                     .iter()
-                    .filter(|o| o.reachable && o.synced && o.view.name != *cluster)
+                    .filter(|o| o.reachable && o.synced && *o.view.name != **cluster)
                     .filter(|o| {
                         o.job
                             .as_ref()
                             .is_some_and(|j| self.is_ours(j, &o.view.name) && !j.walker.finished())
                     })
-                    .map(|o| o.view.name.clone())
+                    .map(|o| o.view.name.to_string())
                     .collect();
                 self.check(
                     running_elsewhere.is_empty(),
@@ -759,7 +760,7 @@ proptest! {
         for c in &sim.clusters {
             if let Some(job) = &c.job
                 && sim.is_ours(job, &c.view.name)
-                && !sim.left_to_gc.contains(&c.view.name)
+                && !sim.left_to_gc.contains(&*c.view.name)
             {
                 let verdict = classify(&job.labels, &c.view.name, sim.identity(), intent.as_ref());
                 prop_assert_eq!(

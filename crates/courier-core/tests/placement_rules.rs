@@ -97,7 +97,7 @@ fn the_namespace_selector_decides_which_namespaces_a_worker_takes() {
     );
     assert!(chosen(std::slice::from_ref(&w2), "team-b", None).is_err());
 
-    match namespace_selector(&invalid) {
+    match namespace_selector(&invalid).as_deref() {
         Some(Err(message)) => assert!(
             message.starts_with("invalid spec.namespaceSelector: "),
             "{message}"
@@ -123,7 +123,7 @@ fn the_namespace_list_decides_which_namespaces_a_worker_takes() {
     }))
     .unwrap_or_else(|e| panic!("a WorkerCluster: {e}"));
     let mut w1 = worker("w1");
-    w1.namespaces = listed.spec.namespaces.clone();
+    w1.namespaces = listed.spec.namespaces.as_deref().map(Into::into);
     let w2 = worker("w2");
     let chosen = |clusters: &[ClusterView], ns: &str| {
         choose_cluster(

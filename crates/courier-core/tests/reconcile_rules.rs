@@ -6,6 +6,7 @@
 mod support;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use courier_api::CONDITION_PLACED;
@@ -68,7 +69,7 @@ fn complete() -> Value {
 struct World {
     origin: Value,
     clusters: Vec<ClusterView>,
-    mirrors: BTreeMap<String, MirrorObservation>,
+    mirrors: BTreeMap<Arc<str>, MirrorObservation>,
     config: DispatchConfig,
     hints: Hints,
     now: Timestamp,
@@ -81,7 +82,7 @@ impl World {
             clusters: clusters.iter().map(|c| cluster(c)).collect(),
             mirrors: clusters
                 .iter()
-                .map(|c| (c.to_string(), MirrorObservation::Absent))
+                .map(|c| (Arc::from(*c), MirrorObservation::Absent))
                 .collect(),
             config: DispatchConfig {
                 origin_id: "mgmt".into(),
@@ -168,7 +169,7 @@ impl World {
     fn view(&mut self, name: &str) -> &mut ClusterView {
         self.clusters
             .iter_mut()
-            .find(|c| c.name == name)
+            .find(|c| &*c.name == name)
             .expect("a registered cluster")
     }
 
@@ -317,7 +318,7 @@ fn the_placed_reason_names_the_refusal_only_when_every_candidate_refused() {
     // One refused, the other outside the selector: still only refusals.
     let mut w = World::new(&["a", "b"]);
     w.origin["metadata"]["annotations"] = json!({"courier.dev/cluster-selector": "region=eu"});
-    w.view("b").labels.insert("region".into(), "us".into());
+    Arc::make_mut(&mut w.view("b").labels).insert("region".into(), "us".into());
     w.avoid("a", AvoidKind::Refused, "quota");
     assert_eq!(reason(&w), REASON_MIRROR_REJECTED);
     // One refused, the other not Ready: not only refusals.
@@ -405,7 +406,7 @@ fn an_unanswered_or_namespace_less_intent_cluster_is_described_as_such() {
     ] {
         let mut w = World::new(&["a", "b"]).intent("a", 1);
         w.origin["metadata"]["annotations"]["courier.dev/cluster-selector"] = json!("region=eu");
-        w.view("b").labels.insert("region".into(), "us".into());
+        Arc::make_mut(&mut w.view("b").labels).insert("region".into(), "us".into());
         w.view("a").degraded = true;
         w.mirrors.insert("a".into(), MirrorObservation::Unknown);
         w.avoid("a", kind, said);
@@ -701,7 +702,7 @@ fn an_unanswered_create_excludes_only_a_worker_that_does_not_answer() {
     assert_eq!(creates(&w.decide()), ["a:1"]);
     let mut w = World::new(&["a", "b"]);
     w.origin["metadata"]["annotations"] = json!({"courier.dev/cluster-selector": "region=eu"});
-    w.view("b").labels.insert("region".into(), "us".into());
+    Arc::make_mut(&mut w.view("b").labels).insert("region".into(), "us".into());
     w.view("a").degraded = true;
     w.avoid("a", AvoidKind::Unanswered, "no answer within 10s");
     let d = w.decide();

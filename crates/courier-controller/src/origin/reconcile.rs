@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use courier_api::LABEL_EPOCH;
 use courier_core::ownership::parse_epoch;
-use courier_core::placement::{ClusterView, namespace_labels, namespace_selector};
+use courier_core::placement::{ClusterView, namespace_labels};
 use courier_core::reconcile::{
     Decision, EventType, Hints, MirrorObservation, OriginView, ReconcileInput, decide,
 };
@@ -51,13 +51,12 @@ use super::request;
 use super::store::{self, OriginEntry};
 use crate::errors::{CallError, ReconcileError, with_timeout};
 use crate::queue::ObjectKey;
-use crate::registry::ProbeState;
 use crate::watch::SlimJob;
 
 /// What a reconcile reads, gathered from the caches in one pass.
 pub struct Inputs {
     pub entry: Arc<OriginEntry>,
-    pub mirrors: BTreeMap<String, MirrorObservation>,
+    pub mirrors: BTreeMap<Arc<str>, MirrorObservation>,
     /// When the present mirrors' current versions reached the cache, by cluster.
     pub observed_at: HashMap<String, Instant>,
     pub clusters: Vec<ClusterView>,
@@ -74,47 +73,27 @@ pub struct Inputs {
 pub fn gather(shared: &Ctx, key: &ObjectKey) -> Option<Inputs> {
     let entry = shared.origins.get(key)?;
     let intent_cluster = entry.view.intent().map(|i| i.cluster);
+    // The registration the Job was placed through duplicates this one (looked up once, not per
+    // cluster).
+    let intent_duplicates = intent_cluster
+        .as_deref()
+        .and_then(|i| shared.registry.get(i))
+        .and_then(|i| i.duplicate_of());
+    let all = shared.registry.all();
     let mut mirrors = BTreeMap::new();
     let mut observed_at = HashMap::new();
-    let mut clusters = Vec::new();
-    for c in shared.registry.all() {
+    let mut clusters = Vec::with_capacity(all.len());
+    for c in all {
         let base = c.duplicate_of().and_then(|b| shared.registry.get(&b));
         let server = base.as_deref().unwrap_or(&c);
-        let health = server.health();
-        let wc = c.worker_cluster();
-        clusters.push(ClusterView {
-            name: c.name.clone(),
-            labels: wc.metadata.labels.clone().unwrap_or_default(),
-            weight: u32::try_from(wc.spec.weight).unwrap_or(0),
-            paused: wc.spec.paused,
-            ready: health.ready(),
-            // Only a probed failure starts the worker-lost clock (a restart must probe first).
-            not_ready_since: if health.state == ProbeState::NotReady {
-                health.since
-            } else {
-                None
-            },
-            server_version: health.server_version.clone(),
-            // Intents being written count too: the cache learns of them only from the answer.
-            current_mirrors: shared
-                .origins
-                .placed_on(&c.name)
-                .saturating_add(shared.placing.on(&c.name)),
-            degraded: server.stalled(),
-            draining: c.draining(),
-            duplicate: base.is_some(),
-            namespace_selector: namespace_selector(&wc),
-            namespaces: wc.spec.namespaces.clone(),
-        });
+        let health = server.readiness();
+        let reg = c.registered();
         let placed_here = intent_cluster.as_deref() == Some(c.name.as_str());
-        let placed_on_alias = intent_cluster
-            .as_deref()
-            .and_then(|i| shared.registry.get(i))
-            .is_some_and(|i| i.duplicate_of().as_deref() == Some(c.name.as_str()));
+        let placed_on_alias = intent_duplicates.as_deref() == Some(c.name.as_str());
         let observation = if (base.is_some() && !placed_here) || placed_on_alias {
             // One Job under two names: read through the name it was placed with only.
             MirrorObservation::Unknown
-        } else if health.ready() && server.mirrors.is_synced_for(&key.namespace) {
+        } else if health.ready && server.mirrors.is_synced_for(&key.namespace) {
             match server.mirrors.view(key) {
                 Some((view, seen)) => {
                     observed_at.insert(c.name.clone(), seen);
@@ -125,7 +104,25 @@ pub fn gather(shared: &Ctx, key: &ObjectKey) -> Option<Inputs> {
         } else {
             MirrorObservation::Unknown
         };
-        mirrors.insert(c.name.clone(), observation);
+        mirrors.insert(reg.name.clone(), observation);
+        clusters.push(ClusterView {
+            name: reg.name,
+            labels: reg.labels,
+            weight: reg.weight,
+            paused: reg.paused,
+            ready: health.ready,
+            not_ready_since: health.not_ready_since,
+            // Intents being written count too: the cache learns of them only from the answer.
+            current_mirrors: shared
+                .origins
+                .placed_on(&c.name)
+                .saturating_add(shared.placing.on(&c.name)),
+            degraded: server.stalled(),
+            draining: reg.draining,
+            duplicate: base.is_some(),
+            namespace_selector: reg.namespace_selector,
+            namespaces: reg.namespaces,
+        });
     }
     let hints = shared.hints_for(key, &entry.view.uid);
     let cached = shared.registry.namespaces.get(&key.namespace);
@@ -293,7 +290,7 @@ fn placed_mirror_seen(inputs: &Inputs) -> bool {
         return false;
     };
     matches!(
-        inputs.mirrors.get(&intent.cluster),
+        inputs.mirrors.get(intent.cluster.as_str()),
         Some(MirrorObservation::Present(m))
             if m.labels.get(LABEL_EPOCH).and_then(|e| parse_epoch(e)) == Some(intent.epoch)
     )

@@ -16,6 +16,7 @@ pub mod lifecycle;
 pub mod mirrors;
 pub mod namespaces;
 pub mod status;
+pub mod view;
 
 use crate::credentials::probe::{Reviews, RightsScope};
 use crate::errors::CallError;
@@ -91,7 +92,8 @@ pub struct Connection {
 /// One registered worker cluster.
 pub struct Cluster {
     pub name: String,
-    wc: RwLock<Arc<WorkerCluster>>,
+    /// The WorkerCluster and what placement reads of it, replaced together.
+    wc: RwLock<(Arc<WorkerCluster>, view::Registered)>,
     health: RwLock<Health>,
     conn: RwLock<Option<Arc<Connection>>>,
     pub mirrors: MirrorCache,
@@ -123,6 +125,20 @@ pub struct Cluster {
 
 impl Cluster {
     fn new(wc: WorkerCluster, shared: &Ctx, cancel: CancellationToken) -> Self {
+        Self::with_limits(
+            wc,
+            shared.cluster_inflight(),
+            shared.tuning.request_timeout,
+            cancel,
+        )
+    }
+
+    fn with_limits(
+        wc: WorkerCluster,
+        inflight: usize,
+        request_timeout: std::time::Duration,
+        cancel: CancellationToken,
+    ) -> Self {
         let name = wc.metadata.name.clone().unwrap_or_default();
         // Seed from the status a previous leader wrote, so "not Ready since" survives restarts.
         let ready_cond = wc
@@ -140,13 +156,14 @@ impl Cluster {
             last_probe: None,
             policy: None,
         };
+        let registered = view::Registered::of(&name, &wc);
         Self {
             name,
-            wc: RwLock::new(Arc::new(wc)),
+            wc: RwLock::new((Arc::new(wc), registered)),
             health: RwLock::new(health),
             conn: RwLock::new(None),
             mirrors: MirrorCache::default(),
-            inflight: Semaphore::new(shared.cluster_inflight()),
+            inflight: Semaphore::new(inflight),
             circuit: Mutex::new(None),
             progress: Mutex::new(Progress::default()),
             wake: Notify::new(),
@@ -157,16 +174,22 @@ impl Cluster {
             duplicate_of: RwLock::new(None),
             claim_namespace: Mutex::new(None),
             cancel,
-            request_timeout: shared.tuning.request_timeout,
+            request_timeout,
         }
     }
 
     pub fn worker_cluster(&self) -> Arc<WorkerCluster> {
-        self.wc.read_or_recover().clone()
+        self.wc.read_or_recover().0.clone()
+    }
+
+    /// What placement reads of the WorkerCluster (shared, see [`view`]).
+    pub fn registered(&self) -> view::Registered {
+        self.wc.read_or_recover().1.clone()
     }
 
     fn set_worker_cluster(&self, wc: WorkerCluster) {
-        *self.wc.write_or_recover() = Arc::new(wc);
+        let registered = view::Registered::of(&self.name, &wc);
+        *self.wc.write_or_recover() = (Arc::new(wc), registered);
     }
 
     pub fn identity(&self) -> lifecycle::Identity {
@@ -188,15 +211,16 @@ impl Cluster {
 
     /// The WorkerCluster is being deleted (its mirrors are drained, no new placements).
     pub fn draining(&self) -> bool {
-        self.wc
-            .read_or_recover()
-            .metadata
-            .deletion_timestamp
-            .is_some()
+        self.wc.read_or_recover().1.draining
     }
 
     pub fn health(&self) -> Health {
         self.health.read_or_recover().clone()
+    }
+
+    /// What placement reads of the health, without copying it.
+    pub fn readiness(&self) -> view::Readiness {
+        view::Readiness::of(&self.health.read_or_recover())
     }
 
     fn set_health(&self, h: Health) {
@@ -530,5 +554,99 @@ mod tests {
         drop((a, b));
         assert!(reviews(wide).fit(wide));
         assert_eq!(registry.reviews.lock_or_recover().len(), 2);
+    }
+
+    /// What a reconcile reads of a cluster (built once per WorkerCluster version, not per
+    /// reconcile) follows every WorkerCluster edit and every health change at once.
+    #[test]
+    fn the_placement_view_follows_edits_and_health() {
+        let wc = |labels: serde_json::Value, spec: serde_json::Value| -> WorkerCluster {
+            let mut spec_json = serde_json::json!({
+                "kubeconfigSecretRef": {"name": "w1-kubeconfig", "key": "kubeconfig"},
+                "weight": 1,
+            });
+            if let (Some(all), Some(more)) = (spec_json.as_object_mut(), spec.as_object()) {
+                all.extend(more.clone());
+            }
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "courier.dev/v1alpha1", "kind": "WorkerCluster",
+                "metadata": {"name": "w1", "labels": labels},
+                "spec": spec_json,
+            }))
+            .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let first = wc(serde_json::json!({"region": "eu"}), serde_json::json!({}));
+        let c = Cluster::with_limits(
+            first.clone(),
+            2,
+            std::time::Duration::from_secs(5),
+            CancellationToken::new(),
+        );
+        let seen = c.registered();
+        assert_eq!(seen, view::Registered::of("w1", &first));
+        assert_eq!(&*seen.name, "w1");
+        assert_eq!(seen.labels.get("region").map(String::as_str), Some("eu"));
+        assert_eq!((seen.weight, seen.paused, seen.draining), (1, false, false));
+        assert!(seen.namespace_selector.is_none() && seen.namespaces.is_none());
+
+        let edited = wc(
+            serde_json::json!({"region": "us"}),
+            serde_json::json!({
+                "weight": 3, "paused": true, "namespaces": ["team-a"],
+                "namespaceSelector": {"matchLabels": {"team": "a"}},
+            }),
+        );
+        c.set_worker_cluster(edited.clone());
+        let seen = c.registered();
+        assert_eq!(seen, view::Registered::of("w1", &edited));
+        assert_eq!(seen.labels.get("region").map(String::as_str), Some("us"));
+        assert_eq!((seen.weight, seen.paused), (3, true));
+        assert_eq!(
+            seen.namespaces.as_deref(),
+            Some(&["team-a".to_string()][..])
+        );
+        assert!(matches!(seen.namespace_selector.as_deref(), Some(Ok(_))));
+
+        let mut deleting = edited;
+        deleting.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
+        );
+        c.set_worker_cluster(deleting);
+        assert!(c.registered().draining && c.draining());
+
+        assert_eq!(
+            c.readiness(),
+            view::Readiness {
+                ready: false,
+                not_ready_since: None
+            },
+            "pending: no worker-lost clock"
+        );
+        let health = |state, since| Health {
+            state,
+            reason: "Test",
+            message: String::new(),
+            since,
+            server_version: None,
+            last_probe: None,
+            policy: None,
+        };
+        let t = Timestamp::now();
+        c.set_health(health(ProbeState::Ready, Some(t)));
+        assert_eq!(
+            c.readiness(),
+            view::Readiness {
+                ready: true,
+                not_ready_since: None
+            }
+        );
+        c.set_health(health(ProbeState::NotReady, Some(t)));
+        assert_eq!(
+            c.readiness(),
+            view::Readiness {
+                ready: false,
+                not_ready_since: Some(t)
+            }
+        );
     }
 }

@@ -248,7 +248,7 @@ impl<'a, W: Workload> Plan<'a, W> {
                 self.input.namespace_labels,
                 &exclude,
             )
-            .map(|c| c.name.clone())
+            .map(|c| c.name.to_string())
         };
         let cluster = match chosen {
             Ok(cluster) => cluster,

@@ -62,7 +62,7 @@ impl<'a, W: Workload> Plan<'a, W> {
         let vouched = |i: &Intent| {
             marker.as_ref() == Some(i)
                 || matches!(
-                    input.mirrors.get(&i.cluster),
+                    input.mirrors.get(i.cluster.as_str()),
                     Some(ObservationOf::Present(m))
                         if classify(&m.labels, &i.cluster, identity, Some(i)) == Ownership::Current
                 )
@@ -81,9 +81,9 @@ impl<'a, W: Workload> Plan<'a, W> {
                 let verdict = classify(&m.labels, cluster, identity, intent.as_ref());
                 if verdict.is_ours() {
                     highest_epoch = highest_epoch.max(epoch_label(&m.labels).unwrap_or(0));
-                    ours.push((cluster.as_str(), m.as_ref(), verdict));
+                    ours.push((&**cluster, m.as_ref(), verdict));
                 } else {
-                    foreign_seen.insert(cluster.clone());
+                    foreign_seen.insert(cluster.to_string());
                 }
             }
         }
@@ -149,7 +149,7 @@ impl<'a, W: Workload> Plan<'a, W> {
     }
 
     pub(super) fn cluster_view(&self, name: &str) -> Option<&'a ClusterView> {
-        self.input.clusters.iter().find(|c| c.name == name)
+        self.input.clusters.iter().find(|c| &*c.name == name)
     }
 
     pub(super) fn draining(&self, cluster: &str) -> bool {

@@ -34,7 +34,7 @@ struct World {
     clusters: Vec<ClusterView>,
     /// Labels of the origin's namespace (`ml`).
     namespace_labels: BTreeMap<String, String>,
-    mirrors: BTreeMap<String, MirrorObservation>,
+    mirrors: BTreeMap<Arc<str>, MirrorObservation>,
     config: DispatchConfig,
     hints: Hints,
     now: Timestamp,
@@ -299,7 +299,7 @@ fn placement_honours_the_selector_and_load() {
     let mut w = World::new();
     w.clusters[0].current_mirrors = 5;
     assert_eq!(kinds(&w.decide())[0], "WriteIntent(b,1,0)");
-    w.clusters[1].labels.insert("gpu".into(), "t4".into());
+    Arc::make_mut(&mut w.clusters[1].labels).insert("gpu".into(), "t4".into());
     w.origin["metadata"]["annotations"] =
         json!({"courier.dev/cluster-selector": "gpu in (a100,h100)"});
     let d = w.decide();

@@ -5,6 +5,7 @@
 pub mod actions;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use courier_core::placement::ClusterView;
 use jiff::Timestamp;
@@ -102,15 +103,16 @@ pub fn status_errors(old_job: &Value, new_job: &Value) -> Vec<String> {
 pub fn cluster_view(name: &str, labels: &[(&str, &str)]) -> ClusterView {
     ClusterView {
         name: name.into(),
-        labels: labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        labels: Arc::new(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
         weight: 1,
         paused: false,
         ready: true,
         not_ready_since: None,
-        server_version: Some("v1.36.0".into()),
         current_mirrors: 0,
         degraded: false,
         draining: false,

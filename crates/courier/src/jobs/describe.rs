@@ -274,7 +274,7 @@ async fn namespace_selectors(out: &mut String, client: &Client, ns: &str, wcs: &
     let labels = namespace_labels(ns, cached.as_ref());
     for wc in wcs {
         let name = wc.metadata.name.as_deref().unwrap_or("?");
-        match namespace_selector(wc) {
+        match namespace_selector(wc).as_deref() {
             Some(Ok(s)) if !s.matches(&labels) => {
                 let _ = writeln!(
                     out,

@@ -106,7 +106,11 @@ impl Model {
     }
 
     pub(super) fn sync(&mut self, cluster: &str) {
-        let ready = self.w.clusters.iter().any(|c| c.name == cluster && c.ready);
+        let ready = self
+            .w
+            .clusters
+            .iter()
+            .any(|c| *c.name == *cluster && c.ready);
         let observation = match (ready, self.mirrors.get(cluster)) {
             (false, _) => MirrorObservation::Unknown,
             (true, None) => MirrorObservation::Absent,
@@ -189,14 +193,14 @@ impl Model {
                 self.sync(CLUSTERS[c]);
             }
             Outside::Ready(c, ready) => {
-                if let Some(v) = self.w.clusters.iter_mut().find(|v| v.name == CLUSTERS[c]) {
+                if let Some(v) = self.w.clusters.iter_mut().find(|v| &*v.name == CLUSTERS[c]) {
                     v.ready = ready;
                     v.not_ready_since = (!ready).then(|| ts("2026-05-01T08:00:00Z"));
                 }
                 self.sync(CLUSTERS[c]);
             }
             Outside::Draining(c) => {
-                if let Some(v) = self.w.clusters.iter_mut().find(|v| v.name == CLUSTERS[c]) {
+                if let Some(v) = self.w.clusters.iter_mut().find(|v| &*v.name == CLUSTERS[c]) {
                     v.draining = true;
                 }
             }

@@ -78,7 +78,7 @@ fn a_refusing_cluster_is_skipped_and_the_job_moves_on() {
     );
     // Nowhere else to go: the origin says why, and the retry comes at the hint's expiry.
     w.origin["metadata"]["annotations"]["courier.dev/cluster-selector"] = json!("region=eu");
-    w.clusters[1].labels.insert("region".into(), "us".into());
+    Arc::make_mut(&mut w.clusters[1].labels).insert("region".into(), "us".into());
     let d = w.decide();
     assert_eq!(
         kinds(&d),
@@ -369,7 +369,7 @@ fn a_changed_template_is_patched_with_its_hash() {
 fn a_name_conflict_verdict_expires() {
     let mut w = World::new().with_intent("a", 1, 0);
     w.origin["metadata"]["annotations"]["courier.dev/cluster-selector"] = json!("region=eu");
-    w.clusters[1].labels.insert("region".into(), "us".into());
+    Arc::make_mut(&mut w.clusters[1].labels).insert("region".into(), "us".into());
     w.foreign("a");
     let d = w.decide();
     assert!(!kinds(&d).iter().any(|k| k.starts_with("CreateMirror")));

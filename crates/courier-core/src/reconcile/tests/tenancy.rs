@@ -100,7 +100,8 @@ fn a_worker_takes_only_the_namespaces_its_selector_selects() {
     let mut w = World::new();
     w.clusters[0].namespace_selector = Some(
         ClusterSelector::parse("kubernetes.io/metadata.name in (team-a)")
-            .map_err(|e| e.to_string()),
+            .map_err(|e| e.to_string())
+            .into(),
     );
     assert_eq!(
         kinds(&w.decide())[0],
@@ -116,8 +117,8 @@ fn a_worker_takes_only_the_namespaces_its_selector_selects() {
     );
     // Only a could take it by its cluster selector: Placed=False names the namespace selector.
     let mut w = World::new();
-    w.clusters[0].namespace_selector = Some(Err("invalid spec.namespaceSelector".into()));
-    w.clusters[1].labels.insert("region".into(), "us".into());
+    w.clusters[0].namespace_selector = Some(Err("invalid spec.namespaceSelector".into()).into());
+    Arc::make_mut(&mut w.clusters[1].labels).insert("region".into(), "us".into());
     w.origin["metadata"]["annotations"] = json!({"courier.dev/cluster-selector": "region=eu"});
     let d = w.decide();
     let (_, reason, message) = placed(&d).expect("Placed");
@@ -133,7 +134,7 @@ fn a_worker_takes_only_the_namespaces_its_selector_selects() {
 #[test]
 fn a_worker_takes_only_the_namespaces_it_lists() {
     let mut w = World::new();
-    w.clusters[0].namespaces = Some(vec!["team-a".into()]);
+    w.clusters[0].namespaces = Some(vec!["team-a".into()].into());
     assert_eq!(
         kinds(&w.decide())[0],
         "WriteIntent(b,1,0)",
@@ -147,8 +148,8 @@ fn a_worker_takes_only_the_namespaces_it_lists() {
         "a lists team-a"
     );
     let mut w = World::new();
-    w.clusters[0].namespaces = Some(vec!["team-a".into()]);
-    w.clusters[1].namespaces = Some(vec!["team-b".into()]);
+    w.clusters[0].namespaces = Some(vec!["team-a".into()].into());
+    w.clusters[1].namespaces = Some(vec!["team-b".into()].into());
     let d = w.decide();
     let (_, reason, message) = placed(&d).expect("Placed");
     assert_eq!(reason, "NoEligibleCluster");
