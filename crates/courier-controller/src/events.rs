@@ -8,6 +8,7 @@
 //! Jobs `courier bench` measured 7% of the controller's CPU in that scan (docs/benchmarks.md).
 
 use crate::locks::MutexExt as _;
+use crate::queue::KeyHasher;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,7 +48,9 @@ struct Series {
 
 #[derive(Default)]
 struct Cache {
-    series: HashMap<Key, Series>,
+    /// With the queue's hasher (see [`KeyHasher`]): one lookup per Event, keyed by user-chosen
+    /// names, so the same reasoning holds.
+    series: HashMap<Key, Series, KeyHasher>,
     /// (recorded at, seq, key), oldest first; entries superseded by a later publish are skipped.
     order: VecDeque<(Instant, u64, Key)>,
     next_seq: u64,
