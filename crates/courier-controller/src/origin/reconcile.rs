@@ -555,6 +555,27 @@ mod tests {
         }
     }
 
+    /// The Event is about this very Job: `kubectl describe job` and `kubectl events --for` match on
+    /// kind, name, namespace and uid (mutants deleting any of these fields went unseen before).
+    #[test]
+    fn an_event_names_its_origin_by_kind_uid_and_version() {
+        let origin = OriginView::from_json(&json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "team-a", "uid": "u-1", "resourceVersion": "42"},
+            "spec": {"managedBy": "courier.dev/dispatcher", "template": {"spec": {"containers": []}}},
+        }))
+        .unwrap_or_else(|e| panic!("origin view: {e:?}"));
+        let (event, reference) = event_for(&origin, "Dispatched", EventType::Normal, "to w1");
+        assert_eq!(reference.api_version.as_deref(), Some("batch/v1"));
+        assert_eq!(reference.kind.as_deref(), Some("Job"));
+        assert_eq!(reference.name.as_deref(), Some("train"));
+        assert_eq!(reference.namespace.as_deref(), Some("team-a"));
+        assert_eq!(reference.uid.as_deref(), Some("u-1"));
+        assert_eq!(reference.resource_version.as_deref(), Some("42"));
+        assert_eq!(event.reason, "Dispatched");
+        assert_eq!(event.note.as_deref(), Some("to w1"));
+    }
+
     #[test]
     fn notes_are_cut_at_a_char_boundary() {
         let s = "é".repeat(600);
