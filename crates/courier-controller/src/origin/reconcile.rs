@@ -106,10 +106,6 @@ pub fn gather(shared: &Ctx, key: &ObjectKey) -> Option<Inputs> {
         };
         mirrors.insert(reg.name.clone(), observation);
         clusters.push(ClusterView {
-            name: reg.name,
-            labels: reg.labels,
-            weight: reg.weight,
-            paused: reg.paused,
             ready: health.ready,
             not_ready_since: health.not_ready_since,
             // Intents being written count too: the cache learns of them only from the answer.
@@ -118,10 +114,8 @@ pub fn gather(shared: &Ctx, key: &ObjectKey) -> Option<Inputs> {
                 .placed_on(&c.name)
                 .saturating_add(shared.placing.on(&c.name)),
             degraded: server.stalled(),
-            draining: reg.draining,
             duplicate: base.is_some(),
-            namespace_selector: reg.namespace_selector,
-            namespaces: reg.namespaces,
+            ..reg
         });
     }
     let hints = shared.hints_for(key, &entry.view.uid);

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use courier_api::reasons::CONDITION_READY;
 use courier_api::{LABEL_KUBECONFIG_SECRET, WorkerCluster};
+use courier_core::placement::ClusterView;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -93,7 +94,7 @@ pub struct Connection {
 pub struct Cluster {
     pub name: String,
     /// The WorkerCluster and what placement reads of it, replaced together.
-    wc: RwLock<(Arc<WorkerCluster>, view::Registered)>,
+    wc: RwLock<(Arc<WorkerCluster>, ClusterView)>,
     health: RwLock<Health>,
     conn: RwLock<Option<Arc<Connection>>>,
     pub mirrors: MirrorCache,
@@ -156,7 +157,7 @@ impl Cluster {
             last_probe: None,
             policy: None,
         };
-        let registered = view::Registered::of(&name, &wc);
+        let registered = view::registered(&name, &wc);
         Self {
             name,
             wc: RwLock::new((Arc::new(wc), registered)),
@@ -183,12 +184,12 @@ impl Cluster {
     }
 
     /// What placement reads of the WorkerCluster (shared, see [`view`]).
-    pub fn registered(&self) -> view::Registered {
+    pub fn registered(&self) -> ClusterView {
         self.wc.read_or_recover().1.clone()
     }
 
     fn set_worker_cluster(&self, wc: WorkerCluster) {
-        let registered = view::Registered::of(&self.name, &wc);
+        let registered = view::registered(&self.name, &wc);
         *self.wc.write_or_recover() = (Arc::new(wc), registered);
     }
 
@@ -583,7 +584,7 @@ mod tests {
             CancellationToken::new(),
         );
         let seen = c.registered();
-        assert_eq!(seen, view::Registered::of("w1", &first));
+        assert_eq!(seen, view::registered("w1", &first));
         assert_eq!(&*seen.name, "w1");
         assert_eq!(seen.labels.get("region").map(String::as_str), Some("eu"));
         assert_eq!((seen.weight, seen.paused, seen.draining), (1, false, false));
@@ -598,7 +599,7 @@ mod tests {
         );
         c.set_worker_cluster(edited.clone());
         let seen = c.registered();
-        assert_eq!(seen, view::Registered::of("w1", &edited));
+        assert_eq!(seen, view::registered("w1", &edited));
         assert_eq!(seen.labels.get("region").map(String::as_str), Some("us"));
         assert_eq!((seen.weight, seen.paused), (3, true));
         assert_eq!(
